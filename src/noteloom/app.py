@@ -1,0 +1,67 @@
+"""The composition root: reads settings, opens the database, loads plugins, wires the layers.
+
+Nothing else reads configuration or the environment; surfaces receive a ready ``App``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+from sqlalchemy.engine import Engine
+
+from noteloom import db
+from noteloom.config import Settings, load_settings
+from noteloom.plugins import plugin_manager
+from noteloom.tools import SCOPE_KEY, ToolContext, ToolDef, ToolRegistry, scope_from_setting
+from noteloom.workspace import User, Workspace
+
+
+@dataclass
+class App:
+    settings: Settings
+    engine: Engine
+    workspace: Workspace
+    plugins: pluggy.PluginManager
+    registry: ToolRegistry
+    #: Services later layers attach (providers, the semantic index, the chat service …).
+    services: dict[str, Any] = field(default_factory=dict)
+
+    def tool_context(self, user: User | None = None, **extra: Any) -> ToolContext:
+        scope = scope_from_setting(self.workspace.get_setting(SCOPE_KEY))
+        return ToolContext(
+            workspace=self.workspace,
+            user=user,
+            scope=scope,
+            settings=self.settings.file,
+            services=self.services,
+            **extra,
+        )
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_app(
+    settings: Settings | None = None,
+    *,
+    plugins: list[Any] | None = None,
+    load_entry_points: bool = True,
+) -> App:
+    """Open (and migrate) the workspace described by ``settings``."""
+    settings = settings or load_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = db.create_db_engine(settings.database_url)
+    db.migrate(engine)
+    workspace = Workspace(engine, settings.data_dir)
+    if settings.trash_retention_days:
+        workspace.purge_expired(settings.trash_retention_days)
+    pm = plugin_manager(plugins, load_entry_points=load_entry_points)
+    registry = ToolRegistry()
+
+    def register_tool(tool: ToolDef) -> None:
+        registry.register(tool)
+
+    pm.hook.register_tools(register=register_tool)
+    return App(settings, engine, workspace, pm, registry)

@@ -1,0 +1,222 @@
+"""The database: engine, schema and migrations. Nothing above this module sees SQL dialects.
+
+SQLite (WAL, busy timeout, foreign keys on) by default; PostgreSQL by URL
+(``postgresql+psycopg://…``). The schema is SQLAlchemy Core tables; Alembic
+migrations in ``noteloom/migrations`` are applied when the app starts.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+
+from noteloom.errors import StorageError
+
+metadata = sa.MetaData()
+
+ID = sa.String(32)
+MS = sa.BigInteger  # milliseconds since the Unix epoch, as Joplin stores them
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("is_owner", sa.Boolean, nullable=False, default=False),
+    sa.Column("created_time", MS, nullable=False),
+)
+
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("revoked_time", MS),
+    sa.Column("last_used_time", MS),
+)
+
+notebooks = sa.Table(
+    "notebooks",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("parent_id", ID, index=True),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("updated_time", MS, nullable=False),
+    sa.Column("deleted_time", MS),
+    # Items trashed by one delete share a batch id, so a restore brings them back together.
+    sa.Column("trash_batch", ID),
+)
+
+notes = sa.Table(
+    "notes",
+    metadata,
+    # A stable integer key for the full-text index (SQLite FTS5 needs an integer rowid).
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", ID, nullable=False, unique=True),
+    sa.Column("notebook_id", ID, sa.ForeignKey("notebooks.id"), nullable=False, index=True),
+    sa.Column("title", sa.Text, nullable=False, default=""),
+    sa.Column("body", sa.Text, nullable=False, default=""),
+    sa.Column("is_todo", sa.Boolean, nullable=False, default=False),
+    sa.Column("todo_due", MS),
+    sa.Column("todo_completed", MS),
+    sa.Column("source_url", sa.Text, nullable=False, default=""),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("updated_time", MS, nullable=False, index=True),
+    sa.Column("deleted_time", MS, index=True),
+    sa.Column("trash_batch", ID),
+)
+
+tags = sa.Table(
+    "tags",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("title", sa.Text, nullable=False),
+    # Tag names are unique regardless of case; this is the lower-cased title.
+    sa.Column("title_key", sa.Text, nullable=False, unique=True),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("updated_time", MS, nullable=False),
+)
+
+note_tags = sa.Table(
+    "note_tags",
+    metadata,
+    sa.Column("note_id", ID, sa.ForeignKey("notes.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("tag_id", ID, sa.ForeignKey("tags.id", ondelete="CASCADE"), primary_key=True, index=True),
+    sa.Column("created_time", MS, nullable=False),
+)
+
+revisions = sa.Table(
+    "revisions",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("note_id", ID, sa.ForeignKey("notes.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    # When that version was written (the note's updated_time then) and when it was replaced.
+    sa.Column("version_time", MS, nullable=False),
+    sa.Column("created_time", MS, nullable=False),
+)
+
+attachments = sa.Table(
+    "attachments",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("note_id", ID, sa.ForeignKey("notes.id", ondelete="CASCADE"), index=True),
+    sa.Column("title", sa.Text, nullable=False, default=""),
+    sa.Column("filename", sa.Text, nullable=False),
+    sa.Column("mime", sa.Text, nullable=False, default="application/octet-stream"),
+    sa.Column("size", sa.BigInteger, nullable=False, default=0),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("updated_time", MS, nullable=False),
+)
+
+settings = sa.Table(
+    "settings",
+    metadata,
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),  # JSON
+)
+
+# A change feed: every write to a note appends here in the same transaction, so
+# indexers (embeddings) and event streams follow changes without missing any.
+note_changes = sa.Table(
+    "note_changes",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("note_id", ID, nullable=False, index=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # create | update | delete | restore | purge
+    sa.Column("time", MS, nullable=False),
+)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_id() -> str:
+    """A 32-character lowercase hex id, the same form Joplin uses."""
+    return secrets.token_hex(16)
+
+
+def create_db_engine(url: str) -> Engine:
+    """An engine for ``url`` with the pragmas noteloom relies on."""
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(
+            url,
+            connect_args={"timeout": 30, "check_same_thread": False},
+            pool_size=8,
+            max_overflow=8,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # Let SQLAlchemy's begin() issue BEGIN itself, so transactions really are atomic.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+
+        return engine
+    if url.startswith("postgresql"):
+        return sa.create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    raise StorageError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql+psycopg://…")
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema up to the newest migration."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).with_name("migrations")))
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except Exception as exc:  # pragma: no cover - the message is what matters
+        raise StorageError(f"could not migrate the database: {exc}") from exc
+
+
+@contextmanager
+def write_tx(engine: Engine) -> Iterator[Connection]:
+    """A write transaction. On SQLite it takes the write lock up front (BEGIN IMMEDIATE),
+    so a busy database waits for its turn instead of failing half-way."""
+    with engine.connect() as conn:
+        conn.info["write"] = True
+        try:
+            with conn.begin():
+                yield conn
+        finally:
+            conn.info.pop("write", None)
+
+
+@contextmanager
+def read_tx(engine: Engine) -> Iterator[Connection]:
+    """A read-only transaction: one consistent snapshot, no write lock."""
+    with engine.connect() as conn, conn.begin():
+        yield conn
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"

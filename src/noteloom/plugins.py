@@ -1,0 +1,60 @@
+"""Plugin hooks. Built-in tools, providers and embedders register through these same hooks.
+
+A plugin is a module (or object) with functions marked ``@hookimpl``; installed
+packages expose theirs under the ``noteloom`` entry-point group::
+
+    from noteloom.plugins import hookimpl
+
+    @hookimpl
+    def register_tools(register):
+        register(ToolDef(name="word_count", ...))
+
+Each hook receives a ``register`` callback; call it once per thing you add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+PROJECT = "noteloom"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+class Hooks:
+    @hookspec
+    def register_tools(self, register: Callable[[Any], None]) -> None:
+        """Add tools: call ``register(ToolDef(...))`` for each. They appear in chat, recipes and MCP."""
+
+    @hookspec
+    def register_providers(self, register: Callable[..., None]) -> None:
+        """Add LLM provider types: ``register(type_name, factory)``."""
+
+    @hookspec
+    def register_embedders(self, register: Callable[..., None]) -> None:
+        """Add embedder types: ``register(type_name, factory)``."""
+
+    @hookspec
+    def register_pipeline_jobs(self, register: Callable[..., None]) -> None:
+        """Add pipeline jobs for recipes: ``register(job)``."""
+
+
+DEFAULT_PLUGINS: list[str] = []
+
+
+def plugin_manager(extra: list[Any] | None = None, *, load_entry_points: bool = True) -> pluggy.PluginManager:
+    """A plugin manager with the built-in plugins, installed plugins and ``extra`` ones."""
+    import importlib
+
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(Hooks)
+    for name in DEFAULT_PLUGINS:
+        pm.register(importlib.import_module(name), name=name)
+    if load_entry_points:
+        pm.load_setuptools_entrypoints(PROJECT)
+    for plugin in extra or []:
+        pm.register(plugin)
+    return pm

@@ -1,0 +1,240 @@
+"""The tool registry: one definition per tool, seen alike by MCP, the chat and recipes.
+
+A tool is a ``ToolDef``; its handler is ``async (ctx, args) -> payload``. Handlers raise
+``ToolError`` for failures the model can recover from (not found, ambiguous, bad
+argument); any other exception is a bug, which each surface reports as such.
+Surfaces never hold tool logic: they list ``registry.enabled(...)`` and call
+``registry.call(...)``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import secrets
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonschema
+from jsonschema.validators import Draft202012Validator
+
+from noteloom.errors import NoteloomError, NotFound, WorkspaceError
+from noteloom.workspace import Notebook, User, Workspace
+
+Effect = Literal["read", "write", "destructive"]
+Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Any]]
+
+ENABLED_KEY = "tool.{name}.enabled"
+SCOPE_KEY = "tools.scope"
+
+
+class ToolError(NoteloomError):
+    """An expected failure the model sees and can recover from."""
+
+
+class ToolArgumentError(ToolError):
+    """The arguments do not match the tool's input schema."""
+
+
+class UnknownTool(NoteloomError):
+    """No enabled tool has that name (surfaces map it to their own error)."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A payload plus what the agent needs to know about it."""
+
+    payload: Any
+    #: True when the payload carries text from outside the user's own writing
+    #: (web clippings, attachments, notes with a source_url): the agent fences it.
+    untrusted: bool = False
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    effect: Effect = "read"
+    #: ``None`` means: on for read tools, off for anything that writes.
+    default_enabled: bool | None = None
+    output_schema: dict[str, Any] | None = None
+    title: str | None = None
+    idempotent: bool = False
+    open_world: bool = False
+
+    @property
+    def enabled_by_default(self) -> bool:
+        return self.effect == "read" if self.default_enabled is None else self.default_enabled
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        """MCP tool annotations, derived from the effect."""
+        out: dict[str, Any] = {
+            "readOnlyHint": self.effect == "read",
+            "destructiveHint": self.effect == "destructive",
+            "idempotentHint": self.idempotent or self.effect == "read",
+            "openWorldHint": self.open_world,
+        }
+        if self.title:
+            out["title"] = self.title
+        return out
+
+
+class NotebookScope:
+    """Which notebooks tools may see or touch: patterns on titles or title paths
+    (``Work``, ``Work/*``, ``Projects*``), ``!`` to exclude. Empty = everything.
+
+    A notebook is in scope when it (or one of its ancestors) matches an include
+    pattern — or there are only excludes — and neither it nor an ancestor matches
+    an exclude pattern.
+    """
+
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
+        self.patterns = [p.strip() for p in patterns if p and p.strip()]
+        self.includes = [p.lower() for p in self.patterns if not p.startswith("!")]
+        self.excludes = [p[1:].strip().lower() for p in self.patterns if p.startswith("!")]
+
+    @property
+    def unrestricted(self) -> bool:
+        return not self.patterns
+
+    def allowed_ids(self, notebooks: list[Notebook]) -> set[str] | None:
+        """The ids of notebooks in scope, or ``None`` when nothing is restricted."""
+        if self.unrestricted:
+            return None
+        by_id = {b.id: b for b in notebooks}
+        allowed: set[str] = set()
+        for b in notebooks:
+            chain: list[Notebook] = []
+            cur: Notebook | None = b
+            while cur is not None and len(chain) < 64:
+                chain.append(cur)
+                cur = by_id.get(cur.parent_id) if cur.parent_id else None
+            chain.reverse()
+            keys: list[tuple[str, str]] = []  # (title, path) of each ancestor and itself
+            path = ""
+            for c in chain:
+                path = f"{path}/{c.title}" if path else c.title
+                keys.append((c.title.lower(), path.lower()))
+            included = not self.includes or any(
+                _match(p, t, pa) for p in self.includes for t, pa in keys
+            )
+            excluded = any(_match(p, t, pa) for p in self.excludes for t, pa in keys)
+            if included and not excluded:
+                allowed.add(b.id)
+        return allowed
+
+
+def _match(pattern: str, title: str, path: str) -> bool:
+    return fnmatch.fnmatchcase(title, pattern) or fnmatch.fnmatchcase(path, pattern)
+
+
+@dataclass
+class ToolContext:
+    """What a tool call runs with."""
+
+    workspace: Workspace
+    user: User | None = None
+    #: Random per run; fences untrusted text as <<UNTRUSTED_nonce>> … <</UNTRUSTED_nonce>>.
+    nonce: str = field(default_factory=lambda: secrets.token_hex(8))
+    scope: NotebookScope = field(default_factory=NotebookScope)
+    #: Read-only settings from noteloom.toml and services later layers add (the semantic index …).
+    settings: dict[str, Any] = field(default_factory=dict)
+    services: dict[str, Any] = field(default_factory=dict)
+
+    def allowed_notebooks(self) -> set[str] | None:
+        """Notebook ids in scope (``None`` = all). Computed per call: notebooks change."""
+        return self.scope.allowed_ids(self.workspace.list_notebooks())
+
+    def check_notebook(self, notebook_id: str) -> None:
+        allowed = self.allowed_notebooks()
+        if allowed is not None and notebook_id not in allowed:
+            raise ToolError(f"notebook {notebook_id!r} does not exist; list_notebooks shows the notebooks there are")
+
+    def check_note(self, note_notebook_id: str, note_id: str) -> None:
+        allowed = self.allowed_notebooks()
+        if allowed is not None and note_notebook_id not in allowed:
+            raise ToolError(f"note {note_id!r} does not exist; search for it to find its id")
+
+
+class ToolRegistry:
+    """All registered tools; which are enabled is a run-time setting in the workspace."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolDef] = {}
+        self._validators: dict[str, Draft202012Validator] = {}
+
+    def register(self, tool: ToolDef) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is registered already")
+        Draft202012Validator.check_schema(tool.input_schema)
+        self._tools[tool.name] = tool
+        self._validators[tool.name] = Draft202012Validator(tool.input_schema)
+
+    def all(self) -> list[ToolDef]:
+        return sorted(self._tools.values(), key=lambda t: t.name)
+
+    def get(self, name: str) -> ToolDef:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise UnknownTool(f"no tool named {name!r}") from None
+
+    def is_enabled(self, workspace: Workspace, name: str) -> bool:
+        tool = self.get(name)
+        value = workspace.get_setting(ENABLED_KEY.format(name=name))
+        return tool.enabled_by_default if value is None else bool(value)
+
+    def set_enabled(self, workspace: Workspace, name: str, enabled: bool) -> None:
+        self.get(name)
+        workspace.set_setting(ENABLED_KEY.format(name=name), bool(enabled))
+
+    def enabled(self, workspace: Workspace) -> list[ToolDef]:
+        toggles = workspace.settings_with_prefix("tool.")
+        out = []
+        for t in self.all():
+            v = toggles.get(ENABLED_KEY.format(name=t.name))
+            if (t.enabled_by_default if v is None else bool(v)):
+                out.append(t)
+        return out
+
+    def enabled_tool(self, workspace: Workspace, name: str) -> ToolDef:
+        """The tool if it exists and is enabled; a disabled tool is as good as missing."""
+        if name not in self._tools or not self.is_enabled(workspace, name):
+            raise UnknownTool(f"no tool named {name!r} is available")
+        return self._tools[name]
+
+    def validate(self, name: str, args: Any) -> dict[str, Any]:
+        """Check ``args`` against the tool's schema; ``ToolArgumentError`` names the argument."""
+        if not isinstance(args, dict):
+            raise ToolArgumentError(f"arguments of {name} must be a JSON object, not {type(args).__name__}")
+        validator = self._validators[name]
+        error = jsonschema.exceptions.best_match(validator.iter_errors(args))
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path)
+            if error.validator == "required" or not where:
+                raise ToolArgumentError(f"{name}: {error.message}")
+            raise ToolArgumentError(f"{name}: argument {where!r}: {error.message}")
+        return args
+
+    async def call(self, ctx: ToolContext, name: str, args: Any, *, tool: ToolDef | None = None) -> ToolResult:
+        """Validate and run one enabled tool. Domain errors become ``ToolError``."""
+        tool = tool or self.enabled_tool(ctx.workspace, name)
+        checked = self.validate(tool.name, args)
+        try:
+            result = await tool.handler(ctx, checked)
+        except (NotFound, WorkspaceError) as exc:
+            raise ToolError(str(exc)) from exc
+        return result if isinstance(result, ToolResult) else ToolResult(result)
+
+
+def scope_from_setting(value: Any) -> NotebookScope:
+    if value is None:
+        return NotebookScope()
+    if isinstance(value, str):
+        return NotebookScope(p for p in value.split(","))
+    if isinstance(value, list):
+        return NotebookScope(str(p) for p in value)
+    raise ToolError(f"the notebook scope setting must be a list of patterns, not {value!r}")
