@@ -1,0 +1,3 @@
+from noteloom.cli import main
+
+main()

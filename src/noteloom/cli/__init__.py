@@ -1,0 +1,39 @@
+"""The ``noteloom`` command line. Each command group lives in its own module and
+registers itself on the one Typer app through ``register(app)``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from noteloom.cli.common import fail
+
+cli = typer.Typer(
+    name="noteloom",
+    help="noteloom: a local-first notes workspace with an AI layer built in.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Command-group modules, in the order their commands show in --help.
+COMMAND_MODULES = [
+    "noteloom.cli.workspace_cmds",
+]
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(_name).register(cli)
+
+
+def main() -> None:
+    """Entry point of the ``noteloom`` script: domain errors become one line on stderr."""
+    from noteloom.errors import NoteloomError
+
+    try:
+        cli()
+    except NoteloomError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,55 @@
+"""What every command shares: opening the workspace, printing JSON, failing with one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+
+from noteloom.app import App, open_app
+from noteloom.config import load_settings
+from noteloom.errors import NoteloomError
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise SystemExit(code)
+
+
+@contextmanager
+def opened(home: Path | None = None) -> Iterator[App]:
+    """The app for a command; domain errors print one line and exit non-zero."""
+    try:
+        app = open_app(load_settings(data_dir=home))
+    except NoteloomError as exc:
+        fail(str(exc))
+    try:
+        yield app
+    except NoteloomError as exc:
+        fail(str(exc))
+    finally:
+        app.close()
+
+
+def to_jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(to_jsonable(value), ensure_ascii=False, indent=2) + "\n")
+
+
+HOME_OPTION = typer.Option(None, "--home", help="Data directory (default: $NOTELOOM_HOME or the platform's).")
+JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of a table.")
