@@ -5,6 +5,7 @@ Nothing else reads configuration or the environment; surfaces receive a ready ``
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.engine import Engine
 
 from noteloom import db
 from noteloom.config import Settings, load_settings
+from noteloom.errors import AuthError
 from noteloom.plugins import plugin_manager
 from noteloom.tools import SCOPE_KEY, ToolContext, ToolDef, ToolRegistry, scope_from_setting
 from noteloom.workspace import User, Workspace
@@ -41,6 +43,27 @@ class App:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def access_token(app: App, *, rotate: bool = False) -> str:
+    """The owner's API token, kept in a 0600 file in the data directory (the database
+    stores only its hash). Creates the owner and the token on first use; ``rotate``
+    revokes every earlier token."""
+    owner = app.workspace.ensure_owner()
+    path = app.settings.token_file
+    if not rotate and path.exists():
+        token = path.read_text(encoding="utf-8").strip()
+        try:
+            if app.workspace.verify_token(token).id == owner.id:
+                return token
+        except AuthError:
+            pass
+    token = app.workspace.create_token(owner.id, revoke_others=rotate)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(token + "\n", encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+    return token
 
 
 def open_app(

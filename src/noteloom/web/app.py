@@ -1,0 +1,56 @@
+"""The ASGI application: pages, /api/v1, /mcp — every route but /health behind the token."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from starlette.responses import JSONResponse
+
+from noteloom import __version__
+from noteloom.app import App
+from noteloom.web import pages
+from noteloom.web.auth import TokenAuth
+
+#: Async context managers run for the server's lifetime (background workers of later layers).
+Lifespan = Callable[[App], Any]
+
+
+def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
+    """The full ASGI app (wrapped in the token middleware)."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for factory in lifespans or []:
+                await stack.enter_async_context(factory(app))
+            yield
+
+    api = FastAPI(
+        title="noteloom",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url="/api/docs",
+        openapi_url="/api/v1/openapi.json",
+        redoc_url=None,
+    )
+    api.state.noteloom = app
+
+    @api.get("/health", include_in_schema=False)
+    async def health() -> JSONResponse:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    api.mount("/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static")
+    api.include_router(pages.router(app))
+    for name in ROUTE_MODULES:
+        importlib.import_module(name).install(api, app)
+    return TokenAuth(api, app.workspace)
+
+
+#: Modules of later layers that add routes (MCP, the chat API …); each has ``install(api, app)``.
+ROUTE_MODULES: list[str] = []

@@ -1,0 +1,98 @@
+"""Token authentication for every route but the health check.
+
+A pure ASGI middleware (streaming responses and cancellation pass straight through).
+The token comes as ``Authorization: Bearer``, as ``?token=`` (which also sets a
+same-site cookie so a browser can follow links), or from that cookie.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import parse_qs
+
+from anyio import to_thread
+
+from noteloom.errors import AuthError
+from noteloom.workspace import User, Workspace
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+COOKIE = "noteloom_token"
+PUBLIC_PATHS = frozenset({"/health"})
+
+
+def token_from_scope(scope: Scope) -> tuple[str | None, bool]:
+    """The presented token, and whether it came in the query string."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip(), False
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    if query.get("token"):
+        return query["token"][0], True
+    if "cookie" in headers:
+        cookie: SimpleCookie = SimpleCookie()
+        try:
+            cookie.load(headers["cookie"])
+        except Exception:
+            return None, False
+        if COOKIE in cookie:
+            return cookie[COOKIE].value, False
+    return None, False
+
+
+class TokenAuth:
+    """Rejects requests without a valid token with 401; puts the user in ``scope["state"]``."""
+
+    def __init__(self, app: ASGIApp, workspace: Workspace) -> None:
+        self.app = app
+        self.workspace = workspace
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        token, from_query = token_from_scope(scope)
+        try:
+            user: User = await to_thread.run_sync(self.workspace.verify_token, token)
+        except AuthError as exc:
+            await _unauthorized(send, str(exc))
+            return
+        scope.setdefault("state", {})["user"] = user
+        if not from_query or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append(
+                    (b"set-cookie", f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict".encode("latin-1"))
+                )
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+async def _unauthorized(send: Send, message: str) -> None:
+    body = json.dumps({"error": "unauthorized", "message": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="noteloom"'),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
