@@ -20,6 +20,7 @@ cli = typer.Typer(
 
 # Command-group modules, in the order their commands show in --help.
 COMMAND_MODULES = [
+    "noteloom.cli.server_cmds",
     "noteloom.cli.workspace_cmds",
 ]
 

@@ -1,0 +1,51 @@
+# The one entry point: `make serve`, `make test`, `make lint`, `make bench`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+# PyTorch's CPU build; an unpinned torch would pull a multi-gigabyte CUDA build.
+TORCH  := torch==2.13.0
+
+.PHONY: serve test lint bench install install-test system-deps peers clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(PIP) install $(TORCH)
+	$(PIP) install -e '.[embeddings,test]'
+	@touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+## Start noteloom on an embedded SQLite workspace (prints the web URL and the token).
+serve: install
+	$(BIN)/noteloom serve $(ARGS)
+
+## What tests need on the machine: PostgreSQL, Chromium, the npm test peers.
+system-deps:
+	bash scripts/install-system-deps.sh
+
+peers:
+	bash scripts/install-peers.sh
+
+## Install what the tests need, start what they need, run them.
+test: install-test system-deps peers
+	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+lint: install-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy --strict src/noteloom
+
+## Benchmarks; figures are printed, not asserted. BENCH_ARGS="--notes 10000" for a quick run.
+bench: install-test
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,27 @@
+"""Dates typed on the command line, as milliseconds since 1970 (UTC unless an offset is given)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from noteloom.errors import InvalidInput
+
+
+def parse_date(value: str, what: str = "date") -> int:
+    """``2026-12-01``, ``2026-12-01 09:30``, ``2026-12-01T09:30:00+02:00`` → epoch ms."""
+    text = value.strip()
+    try:
+        parsed = datetime.fromisoformat(text.replace(" ", "T", 1) if " " in text else text)
+    except ValueError:
+        raise InvalidInput(
+            f"{what} {value!r} is not a date; write it as YYYY-MM-DD or YYYY-MM-DDTHH:MM"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+def show_date(ms: int | None) -> str:
+    if not ms:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")

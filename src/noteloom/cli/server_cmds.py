@@ -1,0 +1,81 @@
+"""``noteloom init``, ``serve`` and ``token``."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import typer
+
+from noteloom.app import access_token
+from noteloom.cli.common import HOME_OPTION, fail, opened
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def init(home: Path | None = HOME_OPTION, name: str = typer.Option("owner", help="The owner's name.")) -> None:
+        """Create the workspace (if needed), its owner and an access token."""
+        with opened(home) as a:
+            a.workspace.ensure_owner(name)
+            token = access_token(a)
+            typer.echo(f"workspace: {a.settings.data_dir}")
+            typer.echo(f"database:  {_safe_url(a.settings.database_url)}")
+            typer.echo(f"token:     {token}")
+
+    @app.command()
+    def token(
+        home: Path | None = HOME_OPTION,
+        new: bool = typer.Option(False, "--new", help="Revoke every earlier token and make a new one."),
+    ) -> None:
+        """Print a usable access token (``--new`` rotates it)."""
+        with opened(home) as a:
+            typer.echo(access_token(a, rotate=new))
+
+    @app.command()
+    def serve(
+        home: Path | None = HOME_OPTION,
+        host: str | None = typer.Option(None, help="Address to listen on (default 127.0.0.1)."),
+        port: int | None = typer.Option(None, help="Port to listen on (default 8765)."),
+    ) -> None:
+        """Serve the web page, the JSON API and MCP (at /mcp)."""
+        import uvicorn
+
+        from noteloom.config import load_settings
+        from noteloom.web.app import create_web_app
+
+        with opened(home) as a:
+            settings = load_settings(data_dir=home, host=host, port=port)
+            token = access_token(a)
+            if not _port_free(settings.host, settings.port):
+                fail(f"port {settings.port} on {settings.host} is in use; pick another with --port")
+            shown = "localhost" if settings.host in ("127.0.0.1", "::1") else settings.host
+            base = f"http://{shown}:{settings.port}"
+            typer.echo(f"noteloom is serving the workspace in {a.settings.data_dir}")
+            typer.echo(f"  web:   {base}/?token={token}")
+            typer.echo(f"  mcp:   {base}/mcp")
+            typer.echo(f"  token: {token}")
+            uvicorn.run(
+                create_web_app(a), host=settings.host, port=settings.port, log_level="warning",
+                timeout_graceful_shutdown=5,
+            )
+
+
+def _port_free(host: str, port: int) -> bool:
+    if port == 0:
+        return True
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _safe_url(url: str) -> str:
+    """The database URL without a password."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, where = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}:***@{where}" if ":" in creds else url
+    return url
