@@ -651,16 +651,16 @@ class Workspace:
             if book.deleted_time is None:
                 raise Conflict(f"notebook {item_id!r} is not in the trash; delete it first")
             subtree = self._subtree(c, item_id)
-            note_ids = list(c.execute(sa.select(n.c.id).where(n.c.notebook_id.in_(subtree))).scalars())
-            live = list(
-                c.execute(
-                    sa.select(n.c.id).where(n.c.id.in_(note_ids), n.c.deleted_time.is_(None))
-                ).scalars()
-            )
-            if live:
-                # Notes restored or moved back in since; keep them safe in the default notebook.
-                c.execute(n.update().where(n.c.id.in_(live)).values(notebook_id=self._fallback_book(c, subtree)))
-            purge_ids = [i for i in note_ids if i not in set(live)]
+            batch = book.trash_batch
+            rows = c.execute(
+                sa.select(n.c.id, n.c.trash_batch).where(n.c.notebook_id.in_(subtree))
+            ).all()
+            purge_ids = [r.id for r in rows if r.trash_batch == batch]
+            # Notes live again, or trashed on their own: they outlive the notebook, in the
+            # default notebook (a trashed one is restored there later).
+            keep = [r.id for r in rows if r.trash_batch != batch]
+            if keep:
+                c.execute(n.update().where(n.c.id.in_(keep)).values(notebook_id=self._fallback_book(c, subtree)))
             self._purge_notes(c, purge_ids)
             live_books = c.execute(
                 sa.select(nb.c.id).where(nb.c.id.in_(subtree), nb.c.deleted_time.is_(None))
