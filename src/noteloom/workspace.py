@@ -14,7 +14,7 @@ import mimetypes
 import re
 import secrets
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,8 +219,21 @@ class Workspace:
         with self._r(conn) as c:
             return self._notebook_from_row(self._live_notebook(c, notebook_id))
 
-    def list_notebooks(self, *, conn: Connection | None = None) -> list[Notebook]:
-        """Every notebook not in the trash, with its count of live notes, sorted by title."""
+    def list_notebooks(
+        self, *, with_counts: bool = True, include_deleted: bool = False, conn: Connection | None = None
+    ) -> list[Notebook]:
+        """Every notebook not in the trash, with its count of live notes, sorted by title.
+
+        ``with_counts=False`` skips counting notes (``note_count`` is 0), which is what makes
+        this cheap enough to run per tool call; ``include_deleted`` adds trashed notebooks.
+        """
+        nb = db.notebooks
+        if not with_counts:
+            plain = sa.select(nb).order_by(sa.func.lower(nb.c.title), nb.c.id)
+            if not include_deleted:
+                plain = plain.where(nb.c.deleted_time.is_(None))
+            with self._r(conn) as c:
+                return [self._notebook_from_row(r) for r in c.execute(plain)]
         n = db.notes
         counts = (
             sa.select(n.c.notebook_id, sa.func.count().label("cnt"))
@@ -228,13 +241,13 @@ class Workspace:
             .group_by(n.c.notebook_id)
             .subquery()
         )
-        nb = db.notebooks
         q = (
             sa.select(nb, sa.func.coalesce(counts.c.cnt, 0).label("note_count"))
             .select_from(nb.outerjoin(counts, counts.c.notebook_id == nb.c.id))
-            .where(nb.c.deleted_time.is_(None))
             .order_by(sa.func.lower(nb.c.title), nb.c.id)
         )
+        if not include_deleted:
+            q = q.where(nb.c.deleted_time.is_(None))
         with self._r(conn) as c:
             return [self._notebook_from_row(r, r.note_count) for r in c.execute(q)]
 
@@ -715,13 +728,25 @@ class Workspace:
 
     # -- tags ---------------------------------------------------------------------------
 
-    def list_tags(self, *, used_only: bool = False, conn: Connection | None = None) -> list[Tag]:
-        """Tags with the number of live notes carrying them, sorted by title."""
+    def list_tags(
+        self,
+        *,
+        used_only: bool = False,
+        notebook_ids: Collection[str] | None = None,
+        conn: Connection | None = None,
+    ) -> list[Tag]:
+        """Tags with the number of live notes carrying them, sorted by title.
+
+        With ``notebook_ids``, only notes in those notebooks count.
+        """
         t, nt, n = db.tags, db.note_tags, db.notes
+        where = [n.c.deleted_time.is_(None)]
+        if notebook_ids is not None:
+            where.append(n.c.notebook_id.in_(list(notebook_ids)))
         counts = (
             sa.select(nt.c.tag_id, sa.func.count().label("cnt"))
             .select_from(nt.join(n, n.c.id == nt.c.note_id))
-            .where(n.c.deleted_time.is_(None))
+            .where(*where)
             .group_by(nt.c.tag_id)
             .subquery()
         )
