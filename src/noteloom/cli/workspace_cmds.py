@@ -101,8 +101,8 @@ def notes_add(
 ) -> None:
     """Add a note."""
     text = _read_body(body, file) or ""
-    due_ms = parse_date(due, "--due") if due else None
     with opened(home) as a:
+        due_ms = parse_date(due, "--due") if due else None
         note = a.workspace.create_note(
             title, text, _book_id(a, notebook), is_todo=todo or due_ms is not None, todo_due=due_ms, tags=tag
         )

@@ -1,0 +1,172 @@
+"""The command line as a user types it (every command the README shows runs here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+from typer.testing import CliRunner
+
+from noteloom.cli import cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("NOTELOOM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("NOTELOOM_DATABASE_URL", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str, ok: bool = True, input: str | None = None) -> str:
+        result = runner.invoke(cli, list(args), input=input)
+        if ok:
+            assert result.exit_code == 0, f"{args}: {result.output}"
+        else:
+            assert result.exit_code != 0, f"{args} should have failed: {result.output}"
+        return result.output
+
+    return invoke
+
+
+def test_a_first_session_in_the_terminal(run) -> None:  # type: ignore[no-untyped-def]
+    out = run("init")
+    token = re.search(r"token:\s+(\S+)", out).group(1)  # type: ignore[union-attr]
+    assert run("token").strip() == token
+    run("notebooks", "add", "Garden")
+    run("notebooks", "add", "Roses", "--parent", "Garden")
+    note_id = run("notes", "add", "Pruning", "--body", "Cut in March.", "--notebook", "Garden/Roses",
+                  "--tag", "howto", "--due", "2027-03-01").strip()
+    assert re.fullmatch(r"[0-9a-f]{32}", note_id)
+    listed = json.loads(run("notes", "list", "--json"))
+    assert [n["title"] for n in listed] == ["Pruning"] and listed[0]["is_todo"] is True
+    shown = json.loads(run("notes", "show", note_id, "--json"))
+    assert shown["body"] == "Cut in March." and shown["tags"] == ["howto"]
+    run("notes", "edit", note_id, "--append", "Again in July.", "--done")
+    assert json.loads(run("notes", "show", note_id, "--json"))["body"] == "Cut in March.\n\nAgain in July."
+    history = json.loads(run("notes", "history", note_id, "--json"))
+    assert [h["body"] for h in history] == ["Cut in March."]
+    run("notes", "history", note_id, "--restore", history[0]["id"])
+    assert json.loads(run("notes", "show", note_id, "--json"))["body"] == "Cut in March."
+    books = json.loads(run("notebooks", "list", "--json"))
+    assert {b["title"]: b["note_count"] for b in books} == {"Garden": 0, "Roses": 1}
+    run("tags", "add", note_id, "roses", "spring")
+    assert {t["title"] for t in json.loads(run("tags", "list", "--json"))} == {"howto", "roses", "spring"}
+    run("tags", "rm", note_id, "spring")
+    run("notes", "rm", note_id)
+    assert json.loads(run("notes", "list", "--trash", "--json"))[0]["id"] == note_id
+    run("notes", "restore", note_id)
+    run("notes", "rm", note_id)
+    run("notes", "purge", note_id)
+    assert json.loads(run("notes", "list", "--trash", "--json")) == []
+    run("notebooks", "rm", "Garden")
+    assert json.loads(run("notebooks", "list", "--json")) == []
+
+
+def test_token_new_rotates_the_token(run) -> None:  # type: ignore[no-untyped-def]
+    first = run("token").strip()
+    second = run("token", "--new").strip()
+    assert first != second and run("token").strip() == second
+
+
+def test_bad_input_gets_one_line_and_a_non_zero_exit(run) -> None:  # type: ignore[no-untyped-def]
+    for args, expected in [
+        (("notes", "show", "0" * 32), "does not exist"),
+        (("notes", "add", "x", "--due", "31/12/2026"), "not a date"),
+        (("notes", "add", "x", "--notebook", "Nowhere"), "no notebook named 'Nowhere'"),
+        (("notes", "add", "x", "--file", "/no/such/file.md"), "no file"),
+        (("notes", "purge"), "one trashed item id"),
+        (("notes", "restore", "1" * 32), "nothing with id"),
+    ]:
+        out = run(*args, ok=False)
+        error_lines = [line for line in out.splitlines() if line.startswith("error:")]
+        assert len(error_lines) == 1 and expected in error_lines[0], out
+        assert "Traceback" not in out
+
+
+def test_noteloom_serve_prints_the_url_and_token_and_serves(tmp_path: Path) -> None:
+    env = {**os.environ, "NOTELOOM_HOME": str(tmp_path / "home")}
+    env.pop("NOTELOOM_DATABASE_URL", None)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noteloom", "serve", "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        url = _wait_for_url(proc)
+        assert f":{port}/?token=" in url
+        token = url.split("token=", 1)[1]
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                r = httpx2.get(url, timeout=2)
+                break
+            except httpx2.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        assert r.status_code == 200 and "noteloom" in r.text
+        assert httpx2.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 401
+        assert httpx2.get(f"http://127.0.0.1:{port}/", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=15)
+
+
+@pytest.mark.slow
+def test_make_serve_starts_noteloom(tmp_path: Path) -> None:
+    """The README's first command (the venv exists already, so it only starts the server)."""
+    env = {**os.environ, "NOTELOOM_HOME": str(tmp_path / "home")}
+    env.pop("NOTELOOM_DATABASE_URL", None)
+    port = _free_port()
+    proc = subprocess.Popen(
+        ["make", "-s", "serve", f"ARGS=--port {port}"], cwd=REPO, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        url = _wait_for_url(proc, timeout=240)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert httpx2.get(url, timeout=2).status_code == 200
+                break
+            except httpx2.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=15)
+
+
+def _wait_for_url(proc: subprocess.Popen[str], timeout: float = 30) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                break
+            continue
+        seen.append(line)
+        m = re.search(r"web:\s+(\S+)", line)
+        if m:
+            return m.group(1)
+    raise AssertionError("no URL printed:\n" + "".join(seen))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,93 @@
+"""The web surface: the token guards every route but /health; pages render notes safely."""
+
+from __future__ import annotations
+
+import httpx2 as httpx
+import pytest
+
+from noteloom.app import App, access_token
+from noteloom.web.app import create_web_app
+from noteloom.web.render import render_markdown
+
+
+@pytest.fixture
+def client(app: App) -> httpx.Client:
+    return httpx.Client(transport=httpx.ASGITransport(app=create_web_app(app)), base_url="http://testserver")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _get(app: App, path: str, **kw: object) -> httpx.Response:
+    transport = httpx.ASGITransport(app=create_web_app(app))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        return await c.get(path, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_health_needs_no_token(app: App) -> None:
+    r = await _get(app, "/health")
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", ["/", "/notes/" + "0" * 32, "/static/noteloom.css", "/api/v1/openapi.json"])
+async def test_every_other_route_needs_the_token(app: App, path: str) -> None:
+    r = await _get(app, path)
+    assert r.status_code == 401
+    assert "token" in r.json()["message"]
+    bad = await _get(app, path, headers={"Authorization": "Bearer nl_wrong"})
+    assert bad.status_code == 401
+
+
+@pytest.mark.anyio
+async def test_a_token_in_the_query_sets_a_cookie_for_the_browser(app: App) -> None:
+    token = access_token(app)
+    transport = httpx.ASGITransport(app=create_web_app(app))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        first = await c.get(f"/?token={token}")
+        assert first.status_code == 200
+        assert "HttpOnly" in first.headers["set-cookie"]
+        follow = await c.get("/static/noteloom.css")  # the cookie alone now suffices
+        assert follow.status_code == 200
+
+
+@pytest.mark.anyio
+async def test_pages_list_notebooks_and_render_a_note(app: App) -> None:
+    ws = app.workspace
+    token = access_token(app)
+    book = ws.create_notebook("Garden")
+    ws.create_notebook("Roses", book.id)
+    note = ws.create_note("Watering", "# Plan\n\n- **morning** only\n", book.id, tags=["outdoor"])
+    auth = {"Authorization": f"Bearer {token}"}
+    home = await _get(app, "/", headers=auth)
+    assert "Garden" in home.text and "Roses" in home.text and "Watering" in home.text
+    page = await _get(app, f"/notes/{note.id}", headers=auth)
+    assert "<strong>morning</strong>" in page.text and "outdoor" in page.text
+    listing = await _get(app, f"/notebooks/{book.id}", headers=auth)
+    assert "Watering" in listing.text
+    missing = await _get(app, "/notes/" + "f" * 32, headers=auth)
+    assert missing.status_code == 404
+
+
+def test_unsafe_html_in_notes_is_removed() -> None:
+    html = render_markdown(
+        '<script>alert(1)</script>\n\n<img src=x onerror="alert(2)">\n\n[x](javascript:alert(3))\n\n'
+        '<a href="javascript:alert(4)">y</a> <a href="https://ok.example">ok</a> ![p](:/' + "a" * 32 + ")"
+    )
+    assert "<script" not in html and "onerror" not in html and 'href="javascript' not in html
+    assert 'href="https://ok.example"' in html
+    assert f'src="/attachments/{"a" * 32}"' in html
+
+
+@pytest.mark.anyio
+async def test_attachments_are_served_only_with_the_token(app: App) -> None:
+    note = app.workspace.create_note("pic", "")
+    att = app.workspace.add_attachment(note.id, b"hello", "hello.txt")
+    token = access_token(app)
+    assert (await _get(app, f"/attachments/{att.id}")).status_code == 401
+    r = await _get(app, f"/attachments/{att.id}", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200 and r.content == b"hello"
+    assert r.headers["content-security-policy"] == "sandbox"
