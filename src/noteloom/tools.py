@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import fnmatch
 import secrets
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import jsonschema
 from jsonschema.validators import Draft202012Validator
 
-from noteloom.errors import NoteloomError, NotFound, WorkspaceError
+from noteloom.errors import NoteloomError, QueryError, SectionError, WorkspaceError
 from noteloom.workspace import Notebook, User, Workspace
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 Effect = Literal["read", "write", "destructive"]
 Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Any]]
@@ -113,18 +116,22 @@ class NotebookScope:
                 chain.append(cur)
                 cur = by_id.get(cur.parent_id) if cur.parent_id else None
             chain.reverse()
-            keys: list[tuple[str, str]] = []  # (title, path) of each ancestor and itself
-            path = ""
-            for c in chain:
-                path = f"{path}/{c.title}" if path else c.title
-                keys.append((c.title.lower(), path.lower()))
-            included = not self.includes or any(
-                _match(p, t, pa) for p in self.includes for t, pa in keys
-            )
-            excluded = any(_match(p, t, pa) for p in self.excludes for t, pa in keys)
-            if included and not excluded:
+            if self.allows_chain(chain):
                 allowed.add(b.id)
         return allowed
+
+    def allows_chain(self, chain: Sequence[Notebook]) -> bool:
+        """Whether the last notebook of ``chain`` (root first, itself last) is in scope."""
+        if self.unrestricted:
+            return True
+        keys: list[tuple[str, str]] = []  # (title, path) of each ancestor and itself
+        path = ""
+        for c in chain:
+            path = f"{path}/{c.title}" if path else c.title
+            keys.append((c.title.lower(), path.lower()))
+        included = not self.includes or any(_match(p, t, pa) for p in self.includes for t, pa in keys)
+        excluded = any(_match(p, t, pa) for p in self.excludes for t, pa in keys)
+        return included and not excluded
 
 
 def _match(pattern: str, title: str, path: str) -> bool:
@@ -144,19 +151,36 @@ class ToolContext:
     settings: dict[str, Any] = field(default_factory=dict)
     services: dict[str, Any] = field(default_factory=dict)
 
-    def allowed_notebooks(self) -> set[str] | None:
-        """Notebook ids in scope (``None`` = all). Computed per call: notebooks change."""
-        return self.scope.allowed_ids(self.workspace.list_notebooks())
+    def allowed_notebooks(self, *, conn: Connection | None = None) -> set[str] | None:
+        """Notebook ids in scope (``None`` = all). Computed per call: notebooks change.
 
-    def check_notebook(self, notebook_id: str) -> None:
-        allowed = self.allowed_notebooks()
+        Blocking (it may query the database): call it from a worker thread.
+        """
+        if self.scope.unrestricted:
+            return None
+        return self.scope.allowed_ids(self.workspace.list_notebooks(with_counts=False, conn=conn))
+
+    def check_notebook(self, notebook_id: str, *, conn: Connection | None = None) -> None:
+        """A notebook outside the scope is reported exactly like a missing one."""
+        allowed = self.allowed_notebooks(conn=conn)
         if allowed is not None and notebook_id not in allowed:
-            raise ToolError(f"notebook {notebook_id!r} does not exist; list_notebooks shows the notebooks there are")
+            raise ToolError(notebook_missing(notebook_id))
 
-    def check_note(self, note_notebook_id: str, note_id: str) -> None:
-        allowed = self.allowed_notebooks()
+    def check_note(self, note_notebook_id: str, note_id: str, *, conn: Connection | None = None) -> None:
+        """A note outside the scope is reported exactly like a missing one."""
+        allowed = self.allowed_notebooks(conn=conn)
         if allowed is not None and note_notebook_id not in allowed:
-            raise ToolError(f"note {note_id!r} does not exist; search for it to find its id")
+            raise ToolError(note_missing(note_id))
+
+
+def note_missing(note_id: str) -> str:
+    """The one message for a note that is missing or out of scope (they must read alike)."""
+    return f"note {note_id!r} does not exist; search for it to find its id"
+
+
+def notebook_missing(notebook_id: str) -> str:
+    """The one message for a notebook that is missing or out of scope."""
+    return f"notebook {notebook_id!r} does not exist; list_notebooks shows the notebooks there are"
 
 
 class ToolRegistry:
@@ -220,12 +244,16 @@ class ToolRegistry:
         return args
 
     async def call(self, ctx: ToolContext, name: str, args: Any, *, tool: ToolDef | None = None) -> ToolResult:
-        """Validate and run one enabled tool. Domain errors become ``ToolError``."""
+        """Validate and run one enabled tool. Domain errors become ``ToolError``.
+
+        Pass ``tool`` when the caller has already checked that it is enabled (saves a read).
+        """
         tool = tool or self.enabled_tool(ctx.workspace, name)
         checked = self.validate(tool.name, args)
         try:
             result = await tool.handler(ctx, checked)
-        except (NotFound, WorkspaceError) as exc:
+        except (WorkspaceError, QueryError, SectionError) as exc:
+            # Rules of the domain the model can act on (missing, ambiguous, malformed).
             raise ToolError(str(exc)) from exc
         return result if isinstance(result, ToolResult) else ToolResult(result)
 
