@@ -69,6 +69,21 @@ def test_a_first_session_in_the_terminal(run) -> None:  # type: ignore[no-untype
     assert json.loads(run("notes", "list", "--trash", "--json")) == []
     run("notebooks", "rm", "Garden")
     assert json.loads(run("notebooks", "list", "--json")) == []
+    assert [t["kind"] for t in json.loads(run("notes", "list", "--trash", "--json"))] == ["notebook"]
+    run("notes", "purge", "--all")
+    assert json.loads(run("notes", "list", "--trash", "--json")) == []
+
+
+def test_search_from_the_terminal(run) -> None:  # type: ignore[no-untyped-def]
+    run("notebooks", "add", "Garden")
+    wanted = run("notes", "add", "Pruning roses", "--body", "# Spring\n\nCut them in March.",
+                 "--notebook", "Garden", "--tag", "howto").strip()
+    run("notes", "add", "Winter pruning", "--body", "Prune apples in winter.", "--tag", "howto")
+    run("notes", "add", "Pruners", "--body", "Sharpen the pruners.")
+    hits = json.loads(run("notes", "search", "prun* tag:howto -winter", "--json"))
+    assert [h["id"] for h in hits] == [wanted]
+    out = run("notes", "search", 'title:"unbalanced', ok=False)
+    assert out.startswith("error:") and "Traceback" not in out
 
 
 def test_token_new_rotates_the_token(run) -> None:  # type: ignore[no-untyped-def]
