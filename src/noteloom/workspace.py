@@ -205,15 +205,12 @@ class Workspace:
                 self._live_notebook(c, parent_id)
             if c.execute(sa.select(db.notebooks.c.id).where(db.notebooks.c.id == nid)).first():
                 raise Conflict(f"a notebook with id {nid!r} exists already")
-            row = {
-                "id": nid,
-                "parent_id": parent_id,
-                "title": title,
-                "created_time": created_time or t,
-                "updated_time": updated_time or created_time or t,
-            }
-            c.execute(db.notebooks.insert(), row)
-        return Notebook(nid, parent_id, title, row["created_time"], row["updated_time"])
+            created, updated = created_time or t, updated_time or created_time or t
+            c.execute(
+                db.notebooks.insert(),
+                {"id": nid, "parent_id": parent_id, "title": title, "created_time": created, "updated_time": updated},
+            )
+        return Notebook(nid, parent_id, title, created, updated)
 
     def get_notebook(self, notebook_id: str, *, conn: Connection | None = None) -> Notebook:
         with self._r(conn) as c:
