@@ -184,7 +184,8 @@ def create_db_engine(url: str) -> Engine:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema up to the newest migration."""
+    """Bring the schema up to the newest migration of every branch (features own their own
+    migration branches off 0001, so independent features need no shared ordering)."""
     from alembic import command
     from alembic.config import Config
 
@@ -193,7 +194,7 @@ def migrate(engine: Engine) -> None:
     try:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            command.upgrade(cfg, "heads")
     except Exception as exc:  # pragma: no cover - the message is what matters
         raise StorageError(f"could not migrate the database: {exc}") from exc
 
