@@ -42,7 +42,9 @@ class Hooks:
         """Add pipeline jobs for recipes: ``register(job)``."""
 
 
-DEFAULT_PLUGINS: list[str] = []
+DEFAULT_PLUGINS: list[str] = [
+    "noteloom.default_plugins.workspace_tools",
+]
 
 
 def plugin_manager(extra: list[Any] | None = None, *, load_entry_points: bool = True) -> pluggy.PluginManager:
