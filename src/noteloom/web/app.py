@@ -53,4 +53,6 @@ def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
 
 
 #: Modules of later layers that add routes (MCP, the chat API …); each has ``install(api, app)``.
-ROUTE_MODULES: list[str] = []
+ROUTE_MODULES: list[str] = [
+    "noteloom.web.mcp_http",
+]

@@ -1,0 +1,388 @@
+"""The MCP server: a JSON-RPC 2.0 dispatcher over the tool registry, for HTTP and stdio.
+
+Transport-neutral: ``web/mcp_http.py`` (``POST /mcp``) and :func:`serve_stdio`
+(``noteloom mcp``) hand it raw messages and send back what it returns. It holds no
+tool logic: ``tools/list`` lists the registry's enabled tools, ``tools/call`` calls
+``registry.call``.
+
+We own the dispatch instead of running the SDK's server because the SDK answers
+batches with 400 (HTTP) or drops them (stdio), and maps errors differently:
+here a ``ToolError`` (and a bad argument) is a result with ``isError: true`` the
+model can read and recover from, an unknown or disabled tool is -32602, and any
+other exception is -32603 with a generic message, the traceback only in the log.
+The SDK's typed wire models (``mcp_types``) still shape what we send.
+
+Both protocol eras are spoken on one stateless endpoint: the ``initialize``
+handshake (2024-11-05 … 2025-11-25) and the 2026-07-28 revision's
+``server/discover`` with per-request ``_meta`` envelopes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import anyio
+import mcp_types as mt
+from anyio import to_thread
+from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+from mcp_types.methods import SERVER_RESULTS, serialize_server_result
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
+
+from noteloom import __version__
+from noteloom.app import App
+from noteloom.tools import ToolDef, ToolError, UnknownTool
+from noteloom.workspace import User, Workspace
+
+log = logging.getLogger("noteloom.mcp")
+
+#: Run-time setting: the master switch of the MCP server (HTTP and stdio).
+ENABLED_KEY = "mcp.enabled"
+#: On by default: every request needs the owner's token (or local file access, for
+#: stdio), the server listens on loopback, and MCP is the point of an AI notes app.
+ENABLED_DEFAULT = True
+#: More messages than this in one batch is refused as a whole (a cheap denial-of-service guard).
+MAX_BATCH = 100
+
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
+    mt.PARSE_ERROR, mt.INVALID_REQUEST, mt.METHOD_NOT_FOUND, mt.INVALID_PARAMS, mt.INTERNAL_ERROR,
+)
+SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+METHODS = ("initialize", "ping", "tools/list", "tools/call", "server/discover")
+INSTRUCTIONS = (
+    "The user's notes (Markdown, in nested notebooks, with tags and to-dos). Find notes with "
+    "search_notes, then read them with read_note or read_notes. For a long note, ask read_note "
+    "for outline=true and read one section at a time. Write tools appear only when the user "
+    "has turned them on."
+)
+UNTRUSTED_META_KEY = "noteloom/untrusted"
+DISABLED_MESSAGE = "MCP is turned off for this workspace; turn it on with `noteloom mcp enable`"
+
+
+def mcp_enabled(workspace: Workspace) -> bool:
+    """Whether the MCP server answers at all (blocking: reads a setting)."""
+    return bool(workspace.get_setting(ENABLED_KEY, ENABLED_DEFAULT))
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer to one request."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What to send back: a JSON value (``None`` = nothing, e.g. only notifications)
+    and whether the input as a whole was rejected (HTTP answers that with 400)."""
+
+    body: Any
+    rejected: bool = False
+
+    def encode(self) -> bytes:
+        return json.dumps(self.body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def error_body(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class McpServer:
+    """Answers MCP messages for one app; one instance serves every connection."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.server_info = mt.Implementation(name="noteloom", title="noteloom", version=__version__)
+        self.capabilities = mt.ServerCapabilities(tools=mt.ToolsCapability(list_changed=False))
+        self._tool_wire: dict[str, dict[str, Any]] = {}
+
+    # -- entry points ---------------------------------------------------------------------
+
+    async def handle_bytes(
+        self, data: bytes | str, user: User | None, *, headers: Mapping[str, str] | None = None
+    ) -> Reply:
+        """One HTTP body or stdio line: a message or a batch, as JSON text."""
+        try:
+            message = json.loads(data)
+        except (ValueError, RecursionError):
+            return Reply(error_body(PARSE_ERROR, "Parse error: the body is not valid JSON"), rejected=True)
+        return await self.handle(message, user, headers=headers)
+
+    async def handle(self, message: Any, user: User | None, *, headers: Mapping[str, str] | None = None) -> Reply:
+        """A decoded message or batch."""
+        if isinstance(message, list):
+            if not message:
+                return Reply(error_body(INVALID_REQUEST, "Invalid Request: an empty batch"), rejected=True)
+            if len(message) > MAX_BATCH:
+                return Reply(
+                    error_body(INVALID_REQUEST, f"Invalid Request: a batch holds at most {MAX_BATCH} messages"),
+                    rejected=True,
+                )
+            # In order, one after another: a batch that creates then edits a note must see its own writes.
+            answers = [a for m in message if (a := await self.handle_one(m, user, headers=headers)) is not None]
+            return Reply(answers or None)
+        answer = await self.handle_one(message, user, headers=headers)
+        rejected = answer is not None and "error" in answer and answer["error"]["code"] == INVALID_REQUEST
+        return Reply(answer, rejected=rejected)
+
+    async def handle_one(
+        self, msg: Any, user: User | None, *, headers: Mapping[str, str] | None = None
+    ) -> dict[str, Any] | None:
+        """One envelope: the answer, or ``None`` for a notification (or a response sent to us)."""
+        if not isinstance(msg, dict):
+            return error_body(INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+        has_id = "id" in msg
+        rid = msg.get("id")
+        if has_id and not _valid_id(rid):
+            return error_body(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+        if "method" not in msg:
+            if has_id and ("result" in msg or "error" in msg):
+                return None  # a client's answer to a server request; we send none, so nothing to do
+            return error_body(INVALID_REQUEST, "Invalid Request: method is missing", rid)
+        method, params = msg["method"], msg.get("params")
+        if msg.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            return error_body(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0" and method a string', rid)
+        if params is not None and not isinstance(params, dict | list):
+            return error_body(INVALID_REQUEST, "Invalid Request: params must be an object", rid)
+        if not has_id:
+            return None  # notifications (initialized, cancelled …) need nothing from a stateless server
+        try:
+            result = await self._dispatch(method, params, user, msg, headers)
+        except RpcError as exc:
+            return error_body(exc.code, exc.message, rid, exc.data)
+        except Exception:
+            log.exception("MCP %s failed (request id %r)", method, rid)
+            return error_body(INTERNAL_ERROR, "Internal error: the request failed on the server; its log has the details", rid)
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+    # -- methods --------------------------------------------------------------------------
+
+    async def _dispatch(
+        self, method: str, params: Any, user: User | None, msg: dict[str, Any], headers: Mapping[str, str] | None
+    ) -> dict[str, Any]:
+        if method not in METHODS:
+            raise RpcError(
+                METHOD_NOT_FOUND, f"Method not found: {method!r}; this server answers {', '.join(METHODS)}"
+            )
+        if params is not None and not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object, not an array")
+        params = params or {}
+        modern = self._modern_version(msg, params, headers)
+        if modern and method in ("initialize", "ping"):
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method!r} does not exist in protocol {modern}")
+        # The version whose wire shape the answer takes: stated per request, or for
+        # initialize the one we settle on; unknown (a bare legacy request) = as built.
+        version = modern or (headers or {}).get("mcp-protocol-version")
+        if method == "initialize":
+            result = self._initialize(params)
+            version = result["protocolVersion"]
+        elif method == "ping":
+            result = {}
+        elif method == "server/discover":
+            result = self._discover()
+        elif method == "tools/list":
+            result = await self._list_tools()
+        else:
+            result = await self._call_tool(params, user)
+        if modern:
+            result.setdefault("resultType", "complete")
+            if method in ("tools/list", "server/discover"):
+                result.setdefault("ttlMs", 0)
+                result.setdefault("cacheScope", "private")
+            result["_meta"] = {**result.get("_meta", {}), mt.SERVER_INFO_META_KEY: self._server_info_wire()}
+        if version in SUPPORTED_VERSIONS and (method, version) in SERVER_RESULTS:
+            # Checked against (and trimmed to) that version's schema by the SDK's own tables.
+            result = serialize_server_result(method, version, result)
+        return result
+
+    def _modern_version(
+        self, msg: dict[str, Any], params: dict[str, Any], headers: Mapping[str, str] | None
+    ) -> str | None:
+        """The 2026-07-28-era version this request speaks (its envelope checked the SDK's
+        way), or ``None`` for a handshake-era request."""
+        meta = params.get("_meta")
+        if not (isinstance(meta, dict) and mt.PROTOCOL_VERSION_META_KEY in meta) and msg["method"] != "server/discover":
+            return None
+        route = classify_inbound_request(msg, headers=headers, supported_modern_versions=MODERN_PROTOCOL_VERSIONS)
+        if isinstance(route, InboundLadderRejection):
+            raise RpcError(route.code, route.message, route.data)
+        return route.protocol_version
+
+    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            req = mt.InitializeRequestParams.model_validate(params)
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params for initialize: {_first_error(exc)}") from None
+        # Answer with the client's version when we speak it, else our newest handshake one.
+        version = req.protocol_version if req.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        result = mt.InitializeResult(
+            protocol_version=version,
+            capabilities=self.capabilities,
+            server_info=self.server_info,
+            instructions=INSTRUCTIONS,
+        )
+        return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def _discover(self) -> dict[str, Any]:
+        result = mt.DiscoverResult(
+            supported_versions=list(SUPPORTED_VERSIONS), capabilities=self.capabilities, instructions=INSTRUCTIONS
+        )
+        return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def _server_info_wire(self) -> dict[str, Any]:
+        return self.server_info.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def _tool_json(self, tool: ToolDef) -> dict[str, Any]:
+        """A tool as MCP lists it (built once: definitions do not change while running)."""
+        cached = self._tool_wire.get(tool.name)
+        if cached is None:
+            ann = tool.annotations
+            wire = mt.Tool(
+                name=tool.name,
+                title=tool.title,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                output_schema=tool.output_schema,
+                annotations=mt.ToolAnnotations(
+                    title=ann.get("title"),
+                    read_only_hint=ann["readOnlyHint"],
+                    destructive_hint=ann["destructiveHint"],
+                    idempotent_hint=ann["idempotentHint"],
+                    open_world_hint=ann["openWorldHint"],
+                ),
+            )
+            cached = self._tool_wire[tool.name] = wire.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return cached
+
+    async def _list_tools(self) -> dict[str, Any]:
+        registry, ws = self.app.registry, self.app.workspace
+        tools = await to_thread.run_sync(registry.enabled, ws)
+        return {"tools": [self._tool_json(t) for t in tools]}
+
+    async def _call_tool(self, params: dict[str, Any], user: User | None) -> dict[str, Any]:
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: tools/call needs params.name, the tool's name")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: params.arguments must be an object")
+        registry = self.app.registry
+
+        def prepare() -> tuple[ToolDef, Any]:
+            return registry.enabled_tool(self.app.workspace, name), self.app.tool_context(user)
+
+        try:
+            tool, ctx = await to_thread.run_sync(prepare)
+        except UnknownTool:
+            raise RpcError(
+                INVALID_PARAMS, f"Unknown tool: {name!r}; tools/list shows the tools that are available"
+            ) from None
+        try:
+            result = await registry.call(ctx, name, arguments, tool=tool)
+        except ToolError as exc:
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        payload = result.payload
+        out: dict[str, Any] = {
+            "content": [{"type": "text", "text": json.dumps(payload, ensure_ascii=False, separators=(",", ":"))}],
+            "isError": False,
+        }
+        if tool.output_schema is not None and isinstance(payload, dict):
+            out["structuredContent"] = payload
+        if result.untrusted:
+            out["_meta"] = {UNTRUSTED_META_KEY: True}
+        return out
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "invalid"))
+    return str(exc)
+
+
+# -- stdio --------------------------------------------------------------------------------
+
+
+async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Newline-delimited JSON-RPC on ``stdin``/``stdout`` until end of input.
+
+    Requests run concurrently (a slow search does not hold up a ping) and
+    ``notifications/cancelled`` cancels the named one; only protocol messages
+    ever reach ``stdout``.
+    """
+    reader = anyio.wrap_file(stdin)
+    write_lock = anyio.Lock()
+    running: dict[Any, anyio.CancelScope] = {}
+    ws = server.app.workspace
+
+    async def send(reply: Reply) -> None:
+        if reply.body is None:
+            return
+        async with write_lock:
+            await to_thread.run_sync(_write_line, stdout, reply.encode())
+
+    async def answer(message: Any) -> None:
+        rid = message.get("id") if isinstance(message, dict) else None
+        with anyio.CancelScope() as scope:
+            if _valid_id(rid):
+                running[rid] = scope
+            try:
+                if not await to_thread.run_sync(mcp_enabled, ws):
+                    if isinstance(message, dict) and "id" in message and "method" in message:
+                        await send(Reply(error_body(INVALID_REQUEST, DISABLED_MESSAGE, rid if _valid_id(rid) else None)))
+                    return
+                await send(await server.handle(message, user))
+            finally:
+                if _valid_id(rid) and running.get(rid) is scope:
+                    del running[rid]
+
+    async with anyio.create_task_group() as tg:
+        async for raw in reader:
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                await send(Reply(error_body(PARSE_ERROR, "Parse error: the line is not valid JSON")))
+                continue
+            if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+                params = message.get("params")
+                target = params.get("requestId") if isinstance(params, dict) else None
+                if _valid_id(target) and target in running:
+                    running[target].cancel()
+                continue
+            tg.start_soon(answer, message)
+
+
+def _write_line(stdout: BinaryIO, data: bytes) -> None:
+    stdout.write(data + b"\n")
+    stdout.flush()
+
+
+def configure_stderr_logging(level: int = logging.INFO) -> None:
+    """Logs go to stderr: on stdio, stdout carries the protocol and nothing else."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

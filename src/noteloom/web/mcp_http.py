@@ -1,0 +1,131 @@
+"""MCP over Streamable HTTP: ``POST /mcp`` with one JSON-RPC message or a batch.
+
+Stateless: no sessions and no server-sent stream, so ``GET`` is 405 and every
+answer is plain JSON. The token middleware has already turned away requests
+without a valid token (401); here a browser page from a foreign origin and a
+workspace with MCP turned off get 403, and malformed HTTP gets the matching 4xx.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+from anyio import to_thread
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response
+
+from noteloom.app import App
+from noteloom.mcp import (
+    DISABLED_MESSAGE,
+    INVALID_REQUEST,
+    SUPPORTED_VERSIONS,
+    McpServer,
+    error_body,
+    mcp_enabled,
+)
+
+#: Largest request body accepted (a note body of a few MB fits, a runaway upload does not).
+MAX_BODY = 8 * 1024 * 1024
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+_ALLOW = {"allow": "POST"}
+
+
+def install(api: FastAPI, app: App) -> None:
+    """Add ``/mcp`` to the web app."""
+    server = McpServer(app)
+    allowed = _allowed_origins(app)
+
+    async def mcp_endpoint(request: Request) -> Response:
+        origin = request.headers.get("origin")
+        if origin is not None and not _origin_ok(origin, allowed):
+            return _error(403, INVALID_REQUEST, f"Forbidden: requests from origin {origin!r} are not allowed")
+        if request.method != "POST":
+            return _error(405, INVALID_REQUEST, "Method Not Allowed: send JSON-RPC with POST", headers=_ALLOW)
+        if not await to_thread.run_sync(mcp_enabled, app.workspace):
+            return _error(403, INVALID_REQUEST, DISABLED_MESSAGE)
+        ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if ctype != "application/json":
+            return _error(415, INVALID_REQUEST, "Unsupported Media Type: send Content-Type: application/json")
+        if not _accepts_json(request.headers.get("accept")):
+            return _error(406, INVALID_REQUEST, "Not Acceptable: the Accept header must allow application/json")
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version not in SUPPORTED_VERSIONS:
+            return _error(
+                400, INVALID_REQUEST,
+                f"Bad Request: unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(SUPPORTED_VERSIONS)}",
+            )
+        body = await _read_body(request)
+        if body is None:
+            return _error(413, INVALID_REQUEST, f"Payload Too Large: at most {MAX_BODY} bytes")
+        user = request.scope.get("state", {}).get("user")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.scope["headers"]}
+        reply = await server.handle_bytes(body, user, headers=headers)
+        if reply.body is None:
+            return Response(status_code=202)
+        return Response(reply.encode(), status_code=400 if reply.rejected else 200, media_type="application/json")
+
+    api.add_route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH"], include_in_schema=False)
+
+
+def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    body = json.dumps(error_body(code, message)).encode()
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _allowed_origins(app: App) -> frozenset[str]:
+    """Extra browser origins from ``[mcp] allowed_origins`` in noteloom.toml."""
+    extra = app.settings.section("mcp").get("allowed_origins", [])
+    return frozenset(str(o).rstrip("/").lower() for o in extra if isinstance(o, str))
+
+
+def _origin_ok(origin: str, allowed: frozenset[str]) -> bool:
+    """Pages served from this machine (any port) and configured origins; nothing else,
+    not even the Host we were reached by (DNS rebinding makes that one a lie)."""
+    if origin.rstrip("/").lower() in allowed:
+        return True
+    try:
+        parts = urlsplit(origin)
+        host = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and host is not None and host.lower() in LOOPBACK
+
+
+def _accepts_json(accept: str | None) -> bool:
+    if accept is None:
+        return True  # no Accept header means anything goes
+    for item in accept.split(","):
+        media, _, rest = item.partition(";")
+        media = media.strip().lower()
+        if media in ("application/json", "application/*", "*/*") and not _q_zero(rest):
+            return True
+    return False
+
+
+def _q_zero(params: str) -> bool:
+    for p in params.split(";"):
+        key, _, value = p.partition("=")
+        if key.strip().lower() == "q":
+            try:
+                return float(value) == 0
+            except ValueError:
+                return False
+    return False
+
+
+async def _read_body(request: Request) -> bytes | None:
+    """The body, or ``None`` when it is larger than MAX_BODY (stops reading early)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
