@@ -10,6 +10,7 @@ Every error that noteloom raises on purpose derives from ``NoteloomError``::
     │   ├── Conflict         the thing exists already, or is in the wrong state
     │   └── InvalidInput     a value is malformed (a date, an id, a title)
     ├── QueryError           a search query could not be parsed
+    ├── EmbeddingError       an embedder failed (model missing, endpoint down, bad answer)
     ├── SectionError         a section address resolves to nothing or to several headings
     ├── ImportExportError    an import or export could not be carried out
     └── AuthError            a missing, wrong or revoked token
@@ -52,6 +53,10 @@ class InvalidInput(WorkspaceError):
 
 class QueryError(NoteloomError):
     """A search query is malformed; the message says where and why."""
+
+
+class EmbeddingError(NoteloomError):
+    """An embedder could not turn text into vectors; the message says which embedder and why."""
 
 
 class SectionError(NoteloomError):
