@@ -22,6 +22,7 @@ cli = typer.Typer(
 COMMAND_MODULES = [
     "noteloom.cli.server_cmds",
     "noteloom.cli.workspace_cmds",
+    "noteloom.cli.mcp_cmds",
 ]
 
 for _name in COMMAND_MODULES:

@@ -1,0 +1,207 @@
+"""``noteloom mcp`` (the stdio MCP server and its switch) and ``noteloom tools`` (toggles, scope)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from noteloom.app import App
+from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
+from noteloom.tools import SCOPE_KEY, NotebookScope, ToolDef, scope_from_setting
+
+mcp_app = typer.Typer(
+    help="Serve the notes to AI apps over MCP on stdin/stdout; `enable`/`disable` switch MCP on or off.",
+    invoke_without_command=True,
+)
+tools_app = typer.Typer(
+    help="The tools AI apps and the chat may use: list them, turn them on or off, limit them to notebooks.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(mcp_app, name="mcp")
+    app.add_typer(tools_app, name="tools")
+
+
+# -- mcp ----------------------------------------------------------------------------------
+
+
+@mcp_app.callback()
+def mcp_stdio(
+    ctx: typer.Context,
+    home: Path | None = HOME_OPTION,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every request to stderr."),
+) -> None:
+    """Without a subcommand: serve MCP over stdio as the workspace's owner, until stdin ends."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import logging
+
+    import anyio
+
+    from noteloom.mcp import McpServer, configure_stderr_logging, serve_stdio
+
+    # stdout carries the protocol alone: keep a private handle on it, then point fd 1
+    # (and sys.stdout) at stderr so a stray print or a C library cannot corrupt it.
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    configure_stderr_logging(logging.DEBUG if verbose else logging.WARNING)
+    with opened(home) as a:
+        owner = a.workspace.ensure_owner()
+        try:
+            anyio.run(serve_stdio, McpServer(a), owner, sys.stdin.buffer, protocol_out)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            protocol_out.close()
+
+
+@mcp_app.command("enable")
+def mcp_enable(home: Path | None = HOME_OPTION) -> None:
+    """Let AI apps in over MCP (HTTP at /mcp and stdio). This is the default."""
+    from noteloom.mcp import ENABLED_KEY
+
+    with opened(home) as a:
+        a.workspace.set_setting(ENABLED_KEY, True)
+        typer.echo("MCP is on")
+
+
+@mcp_app.command("disable")
+def mcp_disable(home: Path | None = HOME_OPTION) -> None:
+    """Turn MCP off: /mcp answers 403 and `noteloom mcp` refuses every request."""
+    from noteloom.mcp import ENABLED_KEY
+
+    with opened(home) as a:
+        a.workspace.set_setting(ENABLED_KEY, False)
+        typer.echo("MCP is off")
+
+
+@mcp_app.command("status")
+def mcp_status(home: Path | None = HOME_OPTION) -> None:
+    """Say whether MCP is on, where it listens and which tools it offers."""
+    from noteloom.mcp import mcp_enabled
+
+    with opened(home) as a:
+        on = mcp_enabled(a.workspace)
+        host = "localhost" if a.settings.host in ("127.0.0.1", "::1") else a.settings.host
+        typer.echo(f"MCP is {'on' if on else 'off'}")
+        typer.echo(f"  http:  http://{host}:{a.settings.port}/mcp (while `noteloom serve` runs)")
+        typer.echo("  stdio: noteloom mcp")
+        typer.echo(f"  tools: {', '.join(t.name for t in a.registry.enabled(a.workspace)) or '(none)'}")
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+
+def _tool(a: App, name: str) -> ToolDef:
+    names = [t.name for t in a.registry.all()]
+    if name not in names:
+        fail(f"no tool named {name!r}; `noteloom tools list` shows the {len(names)} there are")
+    return a.registry.get(name)
+
+
+@tools_app.command("list")
+def tools_list(as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -> None:
+    """Every tool, whether it is on, and what it may do (read, write, destructive)."""
+    with opened(home) as a:
+        enabled = {t.name for t in a.registry.enabled(a.workspace)}
+        rows: list[dict[str, str | bool]] = [
+            {
+                "name": t.name,
+                "enabled": t.name in enabled,
+                "effect": t.effect,
+                "default": t.enabled_by_default,
+                "title": t.title or "",
+            }
+            for t in a.registry.all()
+        ]
+        if as_json:
+            print_json(rows)
+            return
+        width = max((len(str(r["name"])) for r in rows), default=4)
+        for r in rows:
+            state = "on " if r["enabled"] else "off"
+            default = "" if r["enabled"] == r["default"] else f"  (default {'on' if r['default'] else 'off'})"
+            typer.echo(f"{r['name']:<{width}}  {state}  {r['effect']:<11}  {r['title']}{default}")
+
+
+def _toggle(names: list[str], all_tools: bool, on: bool, home: Path | None) -> None:
+    if not names and not all_tools:
+        fail("name the tools (`noteloom tools list` shows them), or pass --all")
+    with opened(home) as a:
+        tools = a.registry.all() if all_tools else [_tool(a, n) for n in names]
+        for t in tools:
+            a.registry.set_enabled(a.workspace, t.name, on)
+        typer.echo(f"{'on' if on else 'off'}: {', '.join(t.name for t in tools)}")
+
+
+@tools_app.command("enable")
+def tools_enable(
+    names: list[str] = typer.Argument(None, help="Tool names, e.g. create_note update_note."),
+    all_tools: bool = typer.Option(False, "--all", help="Every tool, write tools included."),
+    home: Path | None = HOME_OPTION,
+) -> None:
+    """Turn tools on (write tools are off until you turn them on)."""
+    _toggle(names or [], all_tools, True, home)
+
+
+@tools_app.command("disable")
+def tools_disable(
+    names: list[str] = typer.Argument(None, help="Tool names."),
+    all_tools: bool = typer.Option(False, "--all", help="Every tool."),
+    home: Path | None = HOME_OPTION,
+) -> None:
+    """Turn tools off: they disappear from MCP, the chat and recipes."""
+    _toggle(names or [], all_tools, False, home)
+
+
+@tools_app.command("scope")
+def tools_scope(
+    patterns: list[str] = typer.Argument(
+        None, help="Notebook titles or paths, wildcards allowed ('Work', 'Work/*', 'Projects*'); '!' excludes."
+    ),
+    clear: bool = typer.Option(False, "--clear", help="Remove the limit: tools see every notebook."),
+    as_json: bool = JSON_OPTION,
+    home: Path | None = HOME_OPTION,
+) -> None:
+    """Show or set which notebooks tools may see and touch; without patterns, show the scope."""
+    if clear and patterns:
+        fail("give patterns or --clear, not both")
+    with opened(home) as a:
+        ws = a.workspace
+        if clear:
+            ws.delete_setting(SCOPE_KEY)
+        elif patterns:
+            scope = NotebookScope(patterns)
+            if not scope.patterns:
+                fail("the patterns are all empty; give notebook titles or paths, or --clear")
+            ws.set_setting(SCOPE_KEY, scope.patterns)
+        scope = scope_from_setting(ws.get_setting(SCOPE_KEY))
+        books = ws.list_notebooks(with_counts=False)
+        allowed = scope.allowed_ids(books)
+        by_id = {b.id: b for b in books}
+
+        def path(book_id: str) -> str:
+            parts: list[str] = []
+            cur = by_id.get(book_id)
+            while cur is not None and len(parts) < 64:
+                parts.append(cur.title)
+                cur = by_id.get(cur.parent_id) if cur.parent_id else None
+            return "/".join(reversed(parts))
+
+        visible = sorted(path(b.id) for b in books if allowed is None or b.id in allowed)
+        if as_json:
+            print_json({"patterns": scope.patterns, "notebooks": visible})
+            return
+        if scope.unrestricted:
+            typer.echo("tools may use every notebook (no scope set)")
+            return
+        typer.echo(f"scope: {' '.join(scope.patterns)}")
+        typer.echo(f"notebooks tools may use ({len(visible)}):" if visible else "no notebook matches: tools see no notes")
+        for p in visible:
+            typer.echo(f"  {p}")
