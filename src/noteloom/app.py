@@ -16,6 +16,7 @@ from noteloom import db
 from noteloom.config import Settings, load_settings
 from noteloom.errors import AuthError
 from noteloom.plugins import plugin_manager
+from noteloom.providers import provider_registry
 from noteloom.tools import SCOPE_KEY, ToolContext, ToolDef, ToolRegistry, scope_from_setting
 from noteloom.workspace import User, Workspace
 
@@ -87,4 +88,6 @@ def open_app(
         registry.register(tool)
 
     pm.hook.register_tools(register=register_tool)
-    return App(settings, engine, workspace, pm, registry)
+    app = App(settings, engine, workspace, pm, registry)
+    app.services["providers"] = provider_registry(settings.file, os.environ, pm)
+    return app

@@ -44,6 +44,7 @@ class Hooks:
 
 DEFAULT_PLUGINS: list[str] = [
     "noteloom.default_plugins.workspace_tools",
+    "noteloom.default_plugins.providers",
 ]
 
 

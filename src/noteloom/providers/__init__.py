@@ -1,0 +1,64 @@
+"""LLM providers behind one small protocol, addressed as ``provider:model``.
+
+``Provider`` (in ``base``) is the protocol; ``ProviderRegistry`` finds one by name.
+Adapters: ``openai_compat`` (OpenAI and every compatible server), ``anthropic``,
+and two offline ones that need no key, ``echo`` and ``scripted``. Failures are
+``ProviderError`` with a stable ``code``. The SDKs are imported on first use only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from noteloom.providers.base import (
+    THINKING_LEVELS,
+    ModelRequest,
+    Provider,
+    ProviderConfig,
+    SystemBlock,
+    ThinkingLevel,
+    Timeouts,
+    ToolSpec,
+)
+from noteloom.providers.errors import ERROR_CODES, ErrorCode, ProviderError
+from noteloom.providers.registry import (
+    NO_MODEL_HELP,
+    ProviderFactory,
+    ProviderInfo,
+    ProviderRegistry,
+    build_provider_registry,
+    parse_address,
+    provider_types,
+)
+
+if TYPE_CHECKING:
+    import pluggy
+
+__all__ = [
+    "ERROR_CODES",
+    "NO_MODEL_HELP",
+    "THINKING_LEVELS",
+    "ErrorCode",
+    "ModelRequest",
+    "Provider",
+    "ProviderConfig",
+    "ProviderError",
+    "ProviderFactory",
+    "ProviderInfo",
+    "ProviderRegistry",
+    "SystemBlock",
+    "ThinkingLevel",
+    "Timeouts",
+    "ToolSpec",
+    "build_provider_registry",
+    "parse_address",
+    "provider_registry",
+    "provider_types",
+]
+
+
+def provider_registry(file: Mapping[str, Any], env: Mapping[str, str], plugins: pluggy.PluginManager) -> ProviderRegistry:
+    """The registry the app uses: types from the plugin hook, instances from the settings file
+    (``Settings.file``) and the environment."""
+    return build_provider_registry(file, env, provider_types(plugins))

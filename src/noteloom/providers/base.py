@@ -1,0 +1,253 @@
+"""The small protocol every LLM provider implements, and what a model call takes.
+
+A provider turns one ``ModelRequest`` into a stream of ``StreamEvent`` (see
+``noteloom.messages``) and prices the usage it reports. To stop a call, cancel the
+task (or cancel scope) that iterates the stream: adapters close the upstream
+connection on the way out. Failures are raised as ``ProviderError``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from urllib.parse import urlsplit
+
+import anyio
+
+from noteloom.errors import ConfigError
+from noteloom.messages import Message, StreamEvent, Usage
+from noteloom.providers.errors import ProviderError, provider_error
+
+#: How hard the model may think: ``None`` leaves the provider's default alone.
+ThinkingLevel = Literal["off", "low", "medium", "high"]
+THINKING_LEVELS: tuple[ThinkingLevel, ...] = ("off", "low", "medium", "high")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SystemBlock:
+    """One piece of the system prompt. ``cache`` marks the stable prefix that may be
+    cached; blocks that change per run (the untrusted-input nonce) set it False."""
+
+    text: str
+    cache: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What a model is told about one tool."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    model: str
+    messages: tuple[Message, ...]
+    system: tuple[SystemBlock, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
+    thinking: ThinkingLevel | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+    @property
+    def system_text(self) -> str:
+        return "\n\n".join(b.text for b in self.system if b.text)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """An LLM behind one configured name, addressed as ``name:model``."""
+
+    #: The configured name (``openai``, ``local`` …), the part before the colon.
+    name: str
+    #: Traffic stays on the machine or a private host: calls cost nothing.
+    local: bool
+    default_model: str | None
+
+    def models(self) -> list[str]:
+        """Models this provider is known to serve (may be empty: any name is tried)."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one model call; ends with ``StreamEnd`` or raises ``ProviderError``."""
+        ...
+
+    def cost(self, model: str, usage: Usage) -> Decimal | None:
+        """The price of ``usage`` in USD; ``None`` when the price is unknown."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds. ``first_token`` covers the request until the first chunk (a local model
+    may need a minute to load); ``idle`` is the longest silence between chunks."""
+
+    connect: float = 10.0
+    first_token: float = 60.0
+    idle: float = 120.0
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], where: str) -> Timeouts:
+        values: dict[str, float] = {}
+        for key, attr in (("connect_timeout", "connect"), ("first_token_timeout", "first_token"),
+                          ("idle_timeout", "idle")):
+            if key in options:
+                v = options[key]
+                if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+                    raise ConfigError(f"{where}: {key} must be a number of seconds above 0, not {v!r}")
+                values[attr] = float(v)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """One ``[providers.NAME]`` table (or a built-in default), with its key resolved."""
+
+    name: str
+    type: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    api_key: str | None = None
+    #: Where the key was looked for, to say so when it is missing.
+    api_key_env: str | None = None
+    #: What is wrong with the table, raised when the provider is used (not when the app opens).
+    problem: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"[providers.{self.name}]"
+
+    def get_str(self, key: str, default: str | None = None) -> str | None:
+        v = self.options.get(key, default)
+        if v is not None and not isinstance(v, str):
+            raise ConfigError(f"{self.where}: {key} must be a string, not {v!r}")
+        return v
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        v = self.options.get(key, default)
+        if not isinstance(v, bool):
+            raise ConfigError(f"{self.where}: {key} must be true or false, not {v!r}")
+        return v
+
+    def get_int(self, key: str, default: int) -> int:
+        v = self.options.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"{self.where}: {key} must be a whole number >= 0, not {v!r}")
+        return v
+
+    def get_models(self) -> list[str]:
+        v = self.options.get("models", [])
+        if not isinstance(v, list) or not all(isinstance(m, str) for m in v):
+            raise ConfigError(f"{self.where}: models must be a list of model names, not {v!r}")
+        return list(v)
+
+    def get_prices(self) -> dict[str, dict[str, float]]:
+        """``prices = {"MODEL" = {input = 0.5, output = 1.5, cache_read = 0.05}}``, USD per million tokens."""
+        v = self.options.get("prices", {})
+        ok = isinstance(v, Mapping) and all(
+            isinstance(p, Mapping) and all(isinstance(x, int | float) for x in p.values()) for p in v.values()
+        )
+        if not ok:
+            raise ConfigError(f"{self.where}: prices must map a model to {{input = …, output = …}} (USD per million tokens)")
+        return {str(m): {str(k): float(x) for k, x in p.items()} for m, p in v.items()}
+
+
+def is_local_url(url: str | None) -> bool:
+    """True for loopback, private-network and ``.local`` hosts."""
+    if not url:
+        return False
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("localhost",) or host.endswith(".local") or host.endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
+class _End:
+    pass
+
+
+END = _End()
+
+
+async def next_within(it: AsyncIterator[T], seconds: float) -> T | _End:
+    """The next item of ``it``, ``END`` when it is exhausted; ``TimeoutError`` after ``seconds``."""
+    with anyio.fail_after(seconds):
+        try:
+            return await it.__anext__()
+        except StopAsyncIteration:
+            return END
+
+
+async def upstream_items(
+    open_stream: Callable[[], Awaitable[Any]],
+    *,
+    timeouts: Timeouts,
+    label: str,
+    classify: Callable[[BaseException, bool], ProviderError],
+) -> AsyncGenerator[Any, None]:
+    """Open an SDK stream and yield its items under the first-token and idle deadlines.
+
+    ``classify(exc, started)`` turns an SDK error into a ``ProviderError``. The
+    upstream stream is closed however the iteration ends (so a cancelled call hangs
+    up on the server), shielded from the cancellation that ended it.
+    """
+    deadline = anyio.current_time() + timeouts.first_token
+    try:
+        with anyio.fail_after(timeouts.first_token):
+            stream = await open_stream()
+    except TimeoutError:
+        raise provider_error("api_no_response", label) from None
+    except ProviderError:
+        raise
+    except Exception as exc:
+        raise classify(exc, False) from exc
+    try:
+        first = True
+        while True:
+            wait = max(deadline - anyio.current_time(), 0.001) if first else timeouts.idle
+            try:
+                item = await next_within(stream, wait)
+            except TimeoutError:
+                if first:
+                    raise provider_error("api_no_response", label) from None
+                raise provider_error("api_stream_error", label, f"no data for {timeouts.idle:g} s") from None
+            except ProviderError:
+                raise
+            except Exception as exc:
+                raise classify(exc, True) from exc
+            if isinstance(item, _End):
+                return
+            first = False
+            yield item
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await stream.close()
+
+
+def transport_error(exc: BaseException, started: bool, label: str) -> ProviderError | None:
+    """The code for a connection-level failure (no HTTP status), or ``None`` if ``exc`` is not one."""
+    import json
+
+    import httpx2
+
+    if isinstance(exc, json.JSONDecodeError):
+        return provider_error("api_stream_error", label, "the server sent malformed data")
+    if isinstance(exc, httpx2.TransportError | anyio.EndOfStream | anyio.BrokenResourceError | ConnectionError):
+        if started:
+            return provider_error("api_stream_error", label, "the connection dropped")
+        return provider_error("api_network_error", label)
+    return None
