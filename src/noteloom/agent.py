@@ -117,8 +117,12 @@ class RunOptions:
     #: Output tokens per model call.
     max_tokens: int | None = None
     temperature: float | None = None
+    top_p: float | None = None
     #: Per-tool policy overrides for this run: ``{"delete_note": "deny"}``.
     policies: Mapping[str, Policy] = field(default_factory=dict)
+    #: A policy per call, from the tool and its arguments (the chat asks before ``update_note``
+    #: replaces a body but not before it appends); ``None`` from it keeps the tool's policy.
+    call_policy: Callable[[ToolDef, Mapping[str, Any]], Policy | None] | None = None
     #: Decisions for held calls, by call id, when resuming: ``{"call_1": "approve"}``.
     decisions: Mapping[str, Decision] = field(default_factory=dict)
     #: False for runs signed off in advance (recipes): ``confirm`` tools then run.
@@ -543,7 +547,7 @@ class _Run:
             max_tokens = min(max_tokens or left, left)
         request = ModelRequest(
             self.model, tuple(_repaired(self.history)), system, self.specs,
-            self.options.thinking, max_tokens, self.options.temperature,
+            self.options.thinking, max_tokens, self.options.temperature, self.options.top_p,
         )
         draft = _Draft()
         usage = Usage()
@@ -609,9 +613,17 @@ class _Run:
     async def answer_unrun(self, calls: Sequence[ToolCallPart], why: str) -> None:
         for call in calls:
             entry = self.entries.get(call.name)
-            await self.emit(ToolCallEvent(call.id, call.name, call.arguments, entry.policy if entry else None))
+            await self.emit(ToolCallEvent(call.id, call.name, call.arguments, self.policy_of(entry, call)))
             await self.emit(ToolResultEvent(call.id, call.name, why, True))
         self.append(Message("tool", tuple(ToolResultPart(c.id, why, is_error=True) for c in calls)))
+
+    def policy_of(self, entry: _Entry | None, call: ToolCallPart) -> Policy | None:
+        """The policy for this call: ``RunOptions.call_policy`` first, else the tool's."""
+        if entry is None:
+            return None
+        if self.options.call_policy is not None:
+            return self.options.call_policy(entry.tool, call.arguments) or entry.policy
+        return entry.policy
 
     async def dispatch(self, calls: Sequence[ToolCallPart]) -> bool:
         """Run ``calls`` in order; True when one is held for confirmation (the rest wait)."""
@@ -625,7 +637,7 @@ class _Run:
                     await self.emit(ToolResultEvent(c.id, c.name, "not run: the user stopped the turn", True))
                 break
             entry = self.entries.get(call.name)
-            await self.emit(ToolCallEvent(call.id, call.name, call.arguments, entry.policy if entry else None))
+            await self.emit(ToolCallEvent(call.id, call.name, call.arguments, self.policy_of(entry, call)))
             result = await self.one_call(call, entry)
             if result is None:
                 held = True
@@ -650,13 +662,14 @@ class _Run:
         if call.error is not None:
             return error(f"{call.name}: {call.error}")
         tool = entry.tool
-        if entry.policy == "deny":
+        policy = self.policy_of(entry, call)
+        if policy == "deny":
             return error(f"{call.name} is not allowed here (the user's policy for it is deny); "
                          "do not try it again, tell the user instead")
         problem = _schema_problem(tool, call.arguments)
         if problem is not None:
             return error(f"{problem}; fix the arguments and call it again")
-        if entry.policy == "confirm" and self.options.confirm:
+        if policy == "confirm" and self.options.confirm:
             decision = self.options.decisions.get(call.id)
             if decision is None:
                 describe = self.options.describe or describe_call

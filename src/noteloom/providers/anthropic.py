@@ -224,9 +224,10 @@ class AnthropicProvider:
                 # The budget is part of max_tokens and must stay below it.
                 max_tokens = max(max_tokens, budget + DEFAULT_MAX_TOKENS // 2)
         kwargs["max_tokens"] = max_tokens
-        if request.temperature is not None and not thinking_on:
-            # No longer a parameter of messages.create; models that accept it read it from the body.
-            kwargs["extra_body"] = {"temperature": request.temperature}
+        sampling = {k: v for k, v in (("temperature", request.temperature), ("top_p", request.top_p)) if v is not None}
+        if sampling and not thinking_on:
+            # No longer parameters of messages.create; models that accept them read them from the body.
+            kwargs["extra_body"] = sampling
         return kwargs
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -55,6 +55,8 @@ class ModelRequest:
     thinking: ThinkingLevel | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    #: Nucleus sampling; like ``temperature``, sent only when set.
+    top_p: float | None = None
 
     @property
     def system_text(self) -> str:

@@ -194,6 +194,8 @@ class OpenAICompatProvider:
             kwargs["max_completion_tokens" if self.official else "max_tokens"] = request.max_tokens
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
+        if request.top_p is not None:
+            kwargs["top_p"] = request.top_p
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
