@@ -215,7 +215,16 @@ def text_page(text: str, offset: int, max_chars: int, *, whole_lines: bool = Fal
 # -- schemas --------------------------------------------------------------------------------
 
 _ID = {"type": "string", "description": "The note's id (32 hex characters), as search_notes returns it."}
-_TIME = {"type": ["string", "null"], "description": "ISO 8601 UTC date-time, or null."}
+
+
+def _nullable(*types: str, **extra: Any) -> dict[str, Any]:
+    """``anyOf`` single types rather than a type array: clients that map schemas onto a
+    one-type dialect (function declarations of some model providers) understand it."""
+    return {"anyOf": [{"type": t} for t in (*types, "null")], **extra}
+
+
+_TIME = {"type": "string", "description": "ISO 8601 UTC date-time."}
+_MAYBE_TIME = _nullable("string", description="ISO 8601 UTC date-time, or null.")
 _NOTE_META_PROPS: dict[str, Any] = {
     "id": {"type": "string"},
     "title": {"type": "string"},
@@ -225,8 +234,8 @@ _NOTE_META_PROPS: dict[str, Any] = {
     "created_time": _TIME,
     "updated_time": _TIME,
     "is_todo": {"type": "boolean"},
-    "todo_due": _TIME,
-    "todo_completed": _TIME,
+    "todo_due": _MAYBE_TIME,
+    "todo_completed": _MAYBE_TIME,
     "source_url": {"type": "string", "description": "Where the note was clipped from, if it was."},
 }
 _NOTE_META_REQUIRED = ["id", "title", "notebook_id", "notebook", "tags", "created_time", "updated_time", "is_todo"]
@@ -255,7 +264,7 @@ _NOTEBOOK_OUT = _out(
     {
         "id": {"type": "string"},
         "title": {"type": "string"},
-        "parent_id": {"type": ["string", "null"]},
+        "parent_id": _nullable("string"),
         "path": {"type": "string", "description": "Titles from the top, joined by '/'."},
         "note_count": {"type": "integer"},
     },
@@ -646,7 +655,7 @@ CREATE_NOTE = ToolDef(
             "body": {"type": "string", "default": "", "description": "Markdown."},
             "notebook": {"type": "string", "description": "Notebook id, 'Parent/Child' path or title."},
             "is_todo": {"type": "boolean", "default": False},
-            "todo_due": {"type": ["string", "null"], "description": "ISO 8601 date or date-time (UTC unless an offset is given)."},
+            "todo_due": _nullable("string", description="ISO 8601 date or date-time (UTC unless an offset is given)."),
             "tags": {"type": "array", "items": {"type": "string", "minLength": 1}},
         },
         ["title"],
@@ -744,8 +753,10 @@ UPDATE_NOTE = ToolDef(
             "replace_text": _obj({"find": {"type": "string", "minLength": 1}, "replace": {"type": "string"}}, ["find", "replace"]),
             "notebook": {"type": "string", "description": "Move to this notebook (id, path or title)."},
             "is_todo": {"type": "boolean"},
-            "todo_due": {"type": ["string", "null"], "description": "ISO 8601 date or date-time; null clears it."},
-            "todo_completed": {"type": ["boolean", "string", "null"], "description": "true = done now, false/null = not done, or an ISO 8601 time."},
+            "todo_due": _nullable("string", description="ISO 8601 date or date-time; null clears it."),
+            "todo_completed": _nullable(
+                "boolean", "string", description="true = done now, false/null = not done, or an ISO 8601 time."
+            ),
         },
         ["id"],
     ),
