@@ -1,0 +1,629 @@
+"""The semantic index: note chunks as vectors, kept current from the change feed.
+
+Every write to a note appends to ``note_changes`` in its own transaction. The
+index follows that feed with a cursor stored in the database (``semantic_index``),
+so it survives restarts and sees changes made by any process. When the index is
+first built, or rebuilt for another model, it also walks every note once (the
+*back-fill*, with its own stored position); fresh edits go first, so an edited
+note is findable within about a second even during a long back-fill.
+
+For each changed note it re-chunks the body (``noteloom.chunks``), embeds only the
+chunks whose content hash is new, keeps the vectors of the others, and removes the
+chunks of notes that were trashed or purged. All of one note's changes are
+written in one transaction; the cursor moves in the same transaction, so a
+crash repeats a little work and loses none.
+
+``SemanticIndex.running()`` is the background worker: an async context manager
+(the web app's lifespan enters it) that owns one task, loads the model off the
+request path, and on exit stops at the next batch boundary without committing
+half a batch. ``SemanticIndex.sync()`` does the same work in the foreground
+(``noteloom index``).
+
+``hybrid_search`` fuses this with keyword search (see its docstring for how).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import anyio
+import sqlalchemy as sa
+from anyio import to_thread
+from sqlalchemy.engine import Connection, Engine
+
+from noteloom import db
+from noteloom.chunks import Chunk, ChunkSpec, chunk_note
+from noteloom.embedders import Embedder
+from noteloom.errors import InvalidInput, NoteloomError
+from noteloom.vectors import IndexMeta, VectorStore, chunks, index_state, read_meta, vector_store
+
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "ChunkHit",
+    "IndexStatus",
+    "Relevance",
+    "SemanticIndex",
+    "SemanticResult",
+]
+
+log = logging.getLogger(__name__)
+
+Relevance = Literal["strict", "normal", "loose"]
+State = Literal["not built", "building", "indexing", "idle", "error"]
+
+#: Cosine similarity a chunk needs to count as a match, per relevance level. Measured on
+#: bench/eval with all-MiniLM-L6-v2: relevant chunks mostly score above 0.35, unrelated
+#: ones mostly below 0.2. Other models set their own in ``[embeddings.thresholds]``.
+DEFAULT_THRESHOLDS: dict[str, float] = {"strict": 0.45, "normal": 0.25, "loose": 0.1}
+
+#: A feed row missing below rows already seen is a write still in flight (PostgreSQL
+#: hands out sequence numbers before commit); after this long it is taken as rolled back.
+GAP_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """How far the index is: what a status line, the API and the web page show."""
+
+    model: str
+    dimensions: int | None
+    state: State
+    pending_notes: int
+    indexed_notes: int
+    chunks: int
+    error: str | None = None
+    updated_time: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """One matching chunk: the note, the section it sits in, a snippet and the cosine score."""
+
+    note_id: str
+    title: str
+    notebook_id: str
+    section: str
+    section_heading: str
+    heading_path: tuple[str, ...]
+    snippet: str
+    score: float
+    start: int
+    end: int
+    updated_time: int
+
+
+@dataclass(frozen=True)
+class SemanticResult:
+    hits: list[ChunkHit]
+    #: Notes changed but not yet (re)indexed: the answer may miss or misplace them.
+    pending_notes: int
+
+
+class _Stopped(Exception):
+    """The worker was asked to stop; the batch in hand is dropped uncommitted."""
+
+
+@dataclass
+class _Work:
+    """Notes to (re)index in one step, and where the cursors go once they are done."""
+
+    note_ids: list[str]
+    feed_seqs: list[int] = field(default_factory=list)
+    new_cursor: int | None = None
+    new_backfill: int | None = None
+    backfill_done: bool = False
+
+
+class SemanticIndex:
+    """Chunks of every live note as vectors, and search over them."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        embedder: Embedder,
+        *,
+        spec: ChunkSpec | None = None,
+        thresholds: dict[str, float] | None = None,
+        poll_interval: float = 0.5,
+        notes_per_step: int = 32,
+        chunks_per_batch: int = 64,
+    ) -> None:
+        self.engine = engine
+        self.embedder = embedder
+        self.spec = spec or ChunkSpec()
+        self.thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+        self.poll_interval = poll_interval
+        self.notes_per_step = notes_per_step
+        self.chunks_per_batch = chunks_per_batch
+        self.store: VectorStore = vector_store(engine)
+        self._stop = threading.Event()
+        self._step_lock = threading.Lock()
+        self._error: str | None = None
+        self._busy = False
+        self._gaps: dict[int, float] = {}  # feed seq -> when it was first seen missing
+        self._done_above: set[int] = set()  # feed seqs past the cursor already applied
+
+    @property
+    def model(self) -> str:
+        return self.embedder.name
+
+    # -- status -------------------------------------------------------------------------
+
+    def unavailable_reason(self) -> str | None:
+        """Why vectors cannot be stored in this database (``None`` when they can)."""
+        with db.read_tx(self.engine) as conn:
+            return self.store.available(conn)
+
+    def status(self) -> IndexStatus:
+        """Counts and state, without loading the model."""
+        with db.read_tx(self.engine) as conn:
+            meta = read_meta(conn)
+            pending = self._pending(conn, meta)
+            n_chunks = conn.execute(sa.select(sa.func.count()).select_from(chunks)).scalar_one()
+            n_notes = conn.execute(sa.select(sa.func.count(sa.distinct(chunks.c.note_id)))).scalar_one()
+        current = meta is not None and meta.model == self.model
+        state: State
+        if self._error:
+            state = "error"
+        elif not current:
+            state = "building" if self._busy else "not built"
+        elif meta is not None and meta.backfill_seq is not None:
+            state = "building"
+        elif pending:
+            state = "indexing"
+        else:
+            state = "idle"
+        return IndexStatus(
+            model=self.model,
+            dimensions=meta.dimensions if current and meta else None,
+            state=state,
+            pending_notes=pending,
+            indexed_notes=int(n_notes) if current else 0,
+            chunks=int(n_chunks) if current else 0,
+            error=self._error,
+            updated_time=meta.updated_time if current and meta else None,
+        )
+
+    def pending_notes(self) -> int:
+        with db.read_tx(self.engine) as conn:
+            return self._pending(conn, read_meta(conn))
+
+    def _pending(self, conn: Connection, meta: IndexMeta | None) -> int:
+        n = db.notes
+        if meta is None or meta.model != self.model:
+            live = sa.select(sa.func.count()).select_from(n).where(n.c.deleted_time.is_(None))
+            return int(conn.execute(live).scalar_one())
+        nc = db.note_changes
+        feed = sa.select(nc.c.note_id).where(nc.c.seq > meta.feed_cursor)
+        if meta.backfill_seq is not None:
+            rest = sa.select(n.c.id).where(n.c.seq > meta.backfill_seq, n.c.deleted_time.is_(None))
+            union = sa.union(feed, rest).subquery()
+            return int(conn.execute(sa.select(sa.func.count()).select_from(union)).scalar_one())
+        distinct = sa.select(sa.func.count(sa.distinct(nc.c.note_id))).where(nc.c.seq > meta.feed_cursor)
+        return int(conn.execute(distinct).scalar_one())
+
+    # -- building -----------------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Forget every vector and chunk; the next step builds the index afresh."""
+        with db.write_tx(self.engine) as conn:
+            self._reset(conn, None)
+
+    def _reset(self, conn: Connection, dimensions: int | None) -> None:
+        conn.execute(chunks.delete())
+        conn.execute(index_state.delete())
+        if dimensions is None:
+            self.store.drop(conn)
+            return
+        self.store.create(conn, dimensions)
+        t = db.now_ms()
+        top = conn.execute(sa.select(sa.func.max(db.note_changes.c.seq))).scalar()
+        conn.execute(
+            index_state.insert(),
+            {
+                "id": 1,
+                "model": self.model,
+                "dimensions": dimensions,
+                "chunker": self.spec.key,
+                "feed_cursor": int(top or 0),
+                "backfill_seq": 0,
+                "created_time": t,
+                "updated_time": t,
+            },
+        )
+        self._gaps.clear()
+        self._done_above.clear()
+
+    def _ensure_built(self) -> IndexMeta:
+        """The index's state, (re)created first when the model or its size changed."""
+        with db.read_tx(self.engine) as conn:
+            meta = read_meta(conn)
+        if meta is not None and meta.model == self.model:
+            if meta.chunker != self.spec.key:
+                # Same vectors, other cuts: walk every note again; unchanged chunks keep theirs.
+                with db.write_tx(self.engine) as conn:
+                    conn.execute(
+                        index_state.update().values(chunker=self.spec.key, backfill_seq=0, updated_time=db.now_ms())
+                    )
+                    meta = read_meta(conn)
+                assert meta is not None
+            return meta
+        dims = self.embedder.dimensions  # may load the model: never on a request path
+        with db.write_tx(self.engine) as conn:
+            again = read_meta(conn)
+            if again is not None and again.model == self.model:
+                return again  # another process built it meanwhile
+            log.info("building the semantic index for %s (%d dimensions)", self.model, dims)
+            self._reset(conn, dims)
+            meta = read_meta(conn)
+        assert meta is not None
+        return meta
+
+    def step(self) -> int:
+        """Index one batch of changed notes; returns how many notes it looked at (0: nothing to do)."""
+        with self._step_lock:
+            self._busy = True
+            try:
+                meta = self._ensure_built()
+                work = self._next_work(meta)
+                if work is None:
+                    return 0
+                self._apply(work)
+                self._error = None
+                return max(1, len(work.note_ids))
+            finally:
+                self._busy = False
+
+    def sync(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index everything pending, in the foreground; ``progress(done, total)`` after each batch."""
+        self._stop.clear()
+        total = self.pending_notes()
+        done = 0
+        while True:
+            n = self.step()
+            if not n:
+                break
+            done += n
+            total = max(total, done + self.pending_notes())
+            if progress is not None:
+                progress(done, total)
+        return done
+
+    def _next_work(self, meta: IndexMeta) -> _Work | None:
+        """The next notes to index: changes from the feed first, then the back-fill."""
+        nc, n = db.note_changes, db.notes
+        with db.read_tx(self.engine) as conn:
+            rows = conn.execute(
+                sa.select(nc.c.seq, nc.c.note_id)
+                .where(nc.c.seq > meta.feed_cursor)
+                .order_by(nc.c.seq)
+                .limit(self.notes_per_step * 8)
+            ).all()
+            work = self._feed_work(meta, [(int(r.seq), str(r.note_id)) for r in rows]) if rows else None
+            if work is not None:
+                return work
+            if meta.backfill_seq is None:
+                return None
+            notes = conn.execute(
+                sa.select(n.c.seq, n.c.id)
+                .where(n.c.seq > meta.backfill_seq)
+                .order_by(n.c.seq)
+                .limit(self.notes_per_step)
+            ).all()
+        if not notes:
+            return _Work([], backfill_done=True)
+        return _Work([str(r.id) for r in notes], new_backfill=int(notes[-1].seq))
+
+    def _feed_work(self, meta: IndexMeta, rows: list[tuple[int, str]]) -> _Work | None:
+        """Up to ``notes_per_step`` notes from the feed, and how far the cursor may then move:
+        over rows applied, never over a hole younger than ``GAP_TIMEOUT_S``."""
+        ids: list[str] = []
+        taken: list[int] = []
+        for seq, nid in rows:
+            if seq in self._done_above:
+                continue
+            if nid not in ids:
+                if len(ids) >= self.notes_per_step:
+                    break
+                ids.append(nid)
+            taken.append(seq)
+        applied = self._done_above | set(taken)
+        top = max(applied, default=meta.feed_cursor)
+        cursor, now = meta.feed_cursor, time.monotonic()
+        for seq in range(meta.feed_cursor + 1, top + 1):
+            if seq not in applied and now - self._gaps.setdefault(seq, now) < GAP_TIMEOUT_S:
+                break
+            cursor = seq
+        if not ids and cursor == meta.feed_cursor:
+            return None
+        return _Work(ids, feed_seqs=taken, new_cursor=cursor)
+
+    def _apply(self, work: _Work) -> None:
+        n = db.notes
+        prepared: list[tuple[str, int | None, list[Chunk], dict[str, list[int]]]] = []
+        with db.read_tx(self.engine) as conn:
+            rows = {
+                r.id: r
+                for r in conn.execute(
+                    sa.select(n.c.id, n.c.title, n.c.body, n.c.deleted_time, n.c.updated_time).where(
+                        n.c.id.in_(work.note_ids)
+                    )
+                )
+            } if work.note_ids else {}
+            existing: dict[str, dict[str, list[int]]] = {}
+            if work.note_ids:
+                for r in conn.execute(
+                    sa.select(chunks.c.note_id, chunks.c.content_hash, chunks.c.id)
+                    .where(chunks.c.note_id.in_(work.note_ids))
+                    .order_by(chunks.c.id)
+                ):
+                    existing.setdefault(r.note_id, {}).setdefault(r.content_hash, []).append(r.id)
+        for nid in work.note_ids:
+            row = rows.get(nid)
+            if row is None or row.deleted_time is not None:
+                prepared.append((nid, None, [], existing.get(nid, {})))
+            else:
+                parts = chunk_note(nid, row.title, row.body, self.spec)
+                prepared.append((nid, int(row.updated_time), parts, existing.get(nid, {})))
+
+        # Embed what is new, outside any transaction (this is the slow part).
+        todo: list[Chunk] = []
+        for _, _, parts, have in prepared:
+            left = {h: len(ids) for h, ids in have.items()}
+            for c in parts:
+                if left.get(c.content_hash, 0) > 0:
+                    left[c.content_hash] -= 1
+                else:
+                    todo.append(c)
+        vectors: dict[int, list[float]] = {}
+        for i in range(0, len(todo), self.chunks_per_batch):
+            if self._stop.is_set():
+                raise _Stopped
+            batch = todo[i : i + self.chunks_per_batch]
+            for c, v in zip(batch, self.embedder.embed_documents([c.text for c in batch]), strict=True):
+                vectors[id(c)] = v
+
+        with db.write_tx(self.engine) as conn:
+            meta = read_meta(conn)
+            if meta is None or meta.model != self.model:
+                return  # rebuilt under our feet; the next step starts over
+            for nid, updated, parts, _ in prepared:
+                self._write_note(conn, nid, updated, parts, vectors)
+            values: dict[str, Any] = {"updated_time": db.now_ms()}
+            if work.new_cursor is not None and work.new_cursor > meta.feed_cursor:
+                values["feed_cursor"] = work.new_cursor
+            if work.new_backfill is not None:
+                values["backfill_seq"] = work.new_backfill
+            if work.backfill_done:
+                values["backfill_seq"] = None
+            conn.execute(index_state.update().where(index_state.c.id == 1).values(**values))
+        cursor = values.get("feed_cursor", meta.feed_cursor)
+        self._done_above = {s for s in self._done_above | set(work.feed_seqs) if s > cursor}
+        self._gaps = {s: t for s, t in self._gaps.items() if s > cursor}
+
+    def _write_note(
+        self,
+        conn: Connection,
+        note_id: str,
+        updated: int | None,
+        parts: list[Chunk],
+        vectors: dict[int, list[float]],
+    ) -> None:
+        """Make the stored chunks of one note match ``parts`` (none when it is gone)."""
+        n = db.notes
+        # Lock the note's row (PostgreSQL) so two indexers cannot interleave on one note.
+        row = conn.execute(
+            sa.select(n.c.updated_time, n.c.deleted_time).where(n.c.id == note_id).with_for_update()
+        ).first()
+        live = row is not None and row.deleted_time is None
+        if updated is not None and (not live or row is None or int(row.updated_time) != updated):
+            return  # changed since it was read: a later feed row brings it back
+        if updated is None and live:
+            return  # restored since it was read: likewise
+        have: dict[str, list[int]] = {}
+        for r in conn.execute(
+            sa.select(chunks.c.id, chunks.c.content_hash).where(chunks.c.note_id == note_id).order_by(chunks.c.id)
+        ):
+            have.setdefault(r.content_hash, []).append(r.id)
+        keep: list[tuple[int, Chunk]] = []
+        new: list[Chunk] = []
+        for c in parts:
+            ids = have.get(c.content_hash)
+            if ids:
+                keep.append((ids.pop(0), c))
+            else:
+                if id(c) not in vectors:
+                    # Another indexer dropped a chunk this one meant to keep: rare, embed it now.
+                    vectors[id(c)] = self.embedder.embed_documents([c.text])[0]
+                new.append(c)
+        stale = [cid for ids in have.values() for cid in ids]
+        if stale:
+            conn.execute(chunks.delete().where(chunks.c.id.in_(stale)))
+        for cid, c in keep:
+            conn.execute(chunks.update().where(chunks.c.id == cid).values(**_chunk_values(c)))
+        added: list[tuple[int, list[float]]] = []
+        for c in new:
+            cid = conn.execute(
+                chunks.insert().values(note_id=note_id, **_chunk_values(c)).returning(chunks.c.id)
+            ).scalar_one()
+            added.append((int(cid), vectors[id(c)]))
+        self.store.add(conn, added)
+
+    # -- the background worker -------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[SemanticIndex]:
+        """Keep the index current in the background while the context is open."""
+        self._stop.clear()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._run)
+            try:
+                yield self
+            finally:
+                self._stop.set()
+                tg.cancel_scope.cancel()
+
+    async def _run(self) -> None:
+        failures = 0
+        try:
+            # Load the model here, so the first search does not wait for it.
+            await to_thread.run_sync(lambda: self.embedder.dimensions)
+        except Exception as exc:
+            self._error = f"the embedder could not start: {exc}"
+            log.warning("semantic index: %s", self._error)
+        while True:
+            try:
+                # The step thread is not abandoned on cancel: shutdown waits for it, and it
+                # stops at its next batch boundary once ``_stop`` is set.
+                n = await to_thread.run_sync(self.step)
+                failures = 0
+            except _Stopped:
+                return
+            except NoteloomError as exc:
+                n, failures = 0, failures + 1
+                self._error = str(exc)
+                log.warning("semantic index: %s", exc)
+            except Exception as exc:  # a bug; keep the server up and say so in the status
+                n, failures = 0, failures + 1
+                self._error = f"{type(exc).__name__}: {exc}"
+                log.exception("semantic index step failed")
+            if n:
+                await anyio.sleep(0)
+            else:
+                await anyio.sleep(self.poll_interval if not failures else min(60.0, 2.0**failures))
+
+    # -- search ---------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        notebook_ids: Collection[str] | None = None,
+        tag: str | None = None,
+        relevance: Relevance = "normal",
+        one_per_note: bool = False,
+    ) -> SemanticResult:
+        """Chunks closest in meaning to ``query``, best first, above the relevance threshold."""
+        if relevance not in self.thresholds:
+            raise InvalidInput(f"relevance {relevance!r} is not one of strict, normal, loose")
+        if not query.strip():
+            raise InvalidInput("the query is empty; say what to look for")
+        floor = self.thresholds[relevance]
+        with db.read_tx(self.engine) as conn:
+            meta = read_meta(conn)
+            pending = self._pending(conn, meta)
+            if meta is None or meta.model != self.model or limit <= 0:
+                return SemanticResult([], pending)
+        vector = self.embedder.embed_query(query)
+        with db.read_tx(self.engine) as conn:
+            candidates = _candidates(notebook_ids, tag)
+            k = limit * (8 if one_per_note else 2) + 16
+            found = self.store.nearest(conn, vector, k, candidates)
+            found = [(cid, s) for cid, s in found if s >= floor]
+            hits = _hydrate(conn, found)
+        if one_per_note:
+            seen: set[str] = set()
+            best = []
+            for h in hits:
+                if h.note_id not in seen:
+                    seen.add(h.note_id)
+                    best.append(h)
+            hits = best
+        return SemanticResult(hits[:limit], pending)
+
+
+def _candidates(notebook_ids: Collection[str] | None, tag: str | None) -> sa.Select[Any] | None:
+    """The chunk ids a filter allows, as a select (``None``: every chunk)."""
+    if notebook_ids is None and not tag:
+        return None
+    n = db.notes
+    q = sa.select(chunks.c.id).select_from(chunks.join(n, n.c.id == chunks.c.note_id))
+    if notebook_ids is not None:
+        q = q.where(n.c.notebook_id.in_(list(notebook_ids)))
+    if tag:
+        tagged = (
+            sa.select(db.note_tags.c.note_id)
+            .select_from(db.note_tags.join(db.tags, db.tags.c.id == db.note_tags.c.tag_id))
+            .where(db.tags.c.title_key == tag.strip().lower())
+        )
+        q = q.where(chunks.c.note_id.in_(tagged))
+    return q
+
+
+def _hydrate(conn: Connection, found: Sequence[tuple[int, float]]) -> list[ChunkHit]:
+    """Hits for (chunk id, score) pairs, in that order; chunks of notes now in the trash drop out."""
+    if not found:
+        return []
+    n = db.notes
+    rows = {
+        r.id: r
+        for r in conn.execute(
+            sa.select(
+                chunks.c.id, chunks.c.note_id, chunks.c.section_path, chunks.c.heading,
+                chunks.c.heading_path, chunks.c.start_char, chunks.c.end_char, chunks.c.text,
+                n.c.title, n.c.notebook_id, n.c.updated_time,
+            )
+            .select_from(chunks.join(n, n.c.id == chunks.c.note_id))
+            .where(chunks.c.id.in_([cid for cid, _ in found]), n.c.deleted_time.is_(None))
+        )
+    }
+    out = []
+    for cid, score in found:
+        r = rows.get(cid)
+        if r is None:
+            continue
+        out.append(
+            ChunkHit(
+                note_id=r.note_id,
+                title=r.title,
+                notebook_id=r.notebook_id,
+                section=r.section_path,
+                section_heading=r.heading,
+                heading_path=tuple(json.loads(r.heading_path)),
+                snippet=snippet_of(r.text),
+                score=round(score, 4),
+                start=r.start_char,
+                end=r.end_char,
+                updated_time=r.updated_time,
+            )
+        )
+    return out
+
+
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+
+
+def snippet_of(text: str, limit: int = 240) -> str:
+    """The start of a chunk's body (its title and heading line left out), on a word boundary."""
+    body = text.split("\n\n", 1)[1] if "\n\n" in text else text
+    body = " ".join(line for line in body.splitlines() if not _HEADING_LINE.match(line))
+    body = " ".join(body.split())
+    if len(body) <= limit:
+        return body
+    cut = body.rfind(" ", 0, limit)
+    return body[: cut if cut > limit // 2 else limit] + " …"
+
+
+def _chunk_values(c: Chunk) -> dict[str, Any]:
+    return {
+        "ordinal": c.ordinal,
+        "section_path": c.section_path,
+        "heading": c.heading,
+        "heading_path": json.dumps(list(c.heading_path), ensure_ascii=False),
+        "start_char": c.start,
+        "end_char": c.end,
+        "content_hash": c.content_hash,
+        "text": c.text,
+    }
