@@ -485,6 +485,16 @@ class Workspace:
                 for r in c.execute(q)
             ]
 
+    def clipped_ids(self, note_ids: Sequence[str], *, conn: Connection | None = None) -> set[str]:
+        """Which of ``note_ids`` came from outside the user's own writing (have a source URL)."""
+        if not note_ids:
+            return set()
+        n = db.notes
+        with self._r(conn) as c:
+            return set(
+                c.execute(sa.select(n.c.id).where(n.c.id.in_(list(note_ids)), n.c.source_url != "")).scalars()
+            )
+
     def count_notes(self, *, conn: Connection | None = None) -> int:
         with self._r(conn) as c:
             return int(
