@@ -365,6 +365,7 @@ async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, std
             except (ValueError, RecursionError):
                 await send(Reply(error_body(PARSE_ERROR, "Parse error: the line is not valid JSON")))
                 continue
+            log.debug("stdio in: %s", _describe(message))
             if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
                 params = message.get("params")
                 target = params.get("requestId") if isinstance(params, dict) else None
@@ -372,6 +373,13 @@ async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, std
                     running[target].cancel()
                 continue
             tg.start_soon(answer, message)
+
+
+def _describe(message: Any) -> str:
+    """A short log line for a message: its methods and ids, never its arguments."""
+    items = message if isinstance(message, list) else [message]
+    parts = [f"{m.get('method', 'answer')}#{m.get('id', '-')}" if isinstance(m, dict) else "?" for m in items[:10]]
+    return ("batch " if isinstance(message, list) else "") + " ".join(parts)
 
 
 def _write_line(stdout: BinaryIO, data: bytes) -> None:

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from noteloom.errors import NotFound
 from noteloom.outline import outline_text, resolve_section, section_text
 from noteloom.plugins import hookimpl
+from noteloom.search import search_notes
 from noteloom.tools import (
     Handler,
     ToolContext,
@@ -276,18 +277,23 @@ _NOTEBOOK_OUT = _out(
 
 
 def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
-    from noteloom.search import search_notes
-
     limit = int(args.get("limit", 20))
     offset = int(args.get("offset", 0))
     ws = ctx.workspace
+    if ctx.scope.unrestricted:
+        books, scoped = None, None
+    else:
+        with ws.read() as c:
+            books = Books(ctx, c)
+        scoped = books.visible_ids
+    # One extra hit tells whether there is a next page without counting every match.
+    hits = search_notes(ws, args["query"], limit=limit + 1, offset=offset, notebook_ids=scoped)
+    page = hits[:limit]
     with ws.read() as c:
-        books = Books(ctx, c)
-        scoped = None if ctx.scope.unrestricted else books.visible_ids
-        hits = search_notes(ws, args["query"], limit=limit + 1, offset=offset, notebook_ids=scoped)
-        clipped = ws.get_notes([h.id for h in hits[:limit]], conn=c) if hits else {}
+        books = books or Books(ctx, c)
+        clipped = ws.clipped_ids([h.id for h in page], conn=c)
     results = []
-    for h in hits[:limit]:
+    for h in page:
         row: dict[str, Any] = {
             "id": h.id,
             "title": h.title,
@@ -303,7 +309,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
     payload: dict[str, Any] = {"results": results, "has_more": len(hits) > limit}
     if len(hits) > limit:
         payload["next_offset"] = offset + limit
-    return untrusted_if(payload, list(clipped.values()))
+    return ToolResult(payload, untrusted=True) if clipped else payload
 
 
 SEARCH_NOTES = ToolDef(
