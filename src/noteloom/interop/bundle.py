@@ -1,0 +1,142 @@
+"""What a reader hands the bulk writer: notebooks, notes, tags and attachments read from
+one source, plus the warnings collected on the way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+SourceFormat = Literal["markdown", "jex", "raw"]
+Duplicates = Literal["skip", "new-ids"]
+
+#: ``progress(phase, done, total)``; phases are "reading", "writing", "files", "exporting".
+Progress = Callable[[str, int, int], None]
+
+
+def no_progress(_phase: str, _done: int, _total: int) -> None:
+    """The progress callback that shows nothing."""
+
+
+@dataclass
+class BookItem:
+    id: str
+    title: str
+    #: Another book of the bundle, or ``None`` for a top-level one (or one under ``--notebook``).
+    parent_id: str | None
+    created_time: int
+    updated_time: int
+
+
+@dataclass
+class NoteItem:
+    id: str
+    #: A book of the bundle; ``None`` puts the note in the import's own root notebook.
+    notebook_id: str | None
+    title: str
+    body: str
+    created_time: int
+    updated_time: int
+    is_todo: bool = False
+    todo_due: int | None = None
+    todo_completed: int | None = None
+    source_url: str = ""
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TagItem:
+    id: str
+    title: str
+    created_time: int
+    updated_time: int
+
+
+@dataclass
+class AttachmentItem:
+    id: str
+    note_id: str | None
+    title: str
+    filename: str
+    mime: str
+    size: int
+    created_time: int
+    updated_time: int
+    #: The file's bytes are here; ``staged`` files belong to the import and may be moved.
+    source: Path
+    staged: bool = False
+
+
+class Notices:
+    """Warnings of one import or export, counted by kind so a thousand skips read as one line."""
+
+    def __init__(self) -> None:
+        self.skipped = 0
+        self._groups: dict[str, list[str]] = {}
+        self._order: list[str] = []
+
+    def warn(self, kind: str, example: str = "") -> None:
+        """Note one occurrence of ``kind`` (a sentence fragment), with an example item."""
+        if kind not in self._groups:
+            self._groups[kind] = []
+            self._order.append(kind)
+        self._groups[kind].append(example)
+
+    def skip(self, kind: str, example: str = "") -> None:
+        """An item was left out; counted in ``skipped`` as well."""
+        self.skipped += 1
+        self.warn(kind, example)
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self._groups.values())
+
+    def messages(self) -> list[str]:
+        out = []
+        for kind in self._order:
+            items = self._groups[kind]
+            examples = [e for e in items if e][:3]
+            shown = f" ({', '.join(examples)}{', …' if len(items) > len(examples) else ''})" if examples else ""
+            out.append(f"{kind}: {len(items)}{shown}")
+        return out
+
+
+@dataclass
+class Bundle:
+    format: SourceFormat
+    #: Title of the notebook created for notes that name none (the folder or archive name).
+    root_title: str
+    books: list[BookItem] = field(default_factory=list)
+    notes: list[NoteItem] = field(default_factory=list)
+    tags: list[TagItem] = field(default_factory=list)
+    attachments: list[AttachmentItem] = field(default_factory=list)
+    notices: Notices = field(default_factory=Notices)
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    """What an import did: counts of what was written, of what was left out, and of the
+    warnings, with one message per kind of warning."""
+
+    source: str
+    format: SourceFormat
+    notebooks: int
+    notes: int
+    tags: int
+    attachments: int
+    skipped: int
+    warnings: int
+    messages: list[str]
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    destination: str
+    format: Literal["md", "jex"]
+    notebooks: int
+    notes: int
+    tags: int
+    attachments: int
+    warnings: int
+    messages: list[str]

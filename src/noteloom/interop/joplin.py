@@ -1,0 +1,539 @@
+"""Joplin exports: the RAW folder and the ``.jex`` archive (a tar of that folder).
+
+Each item is one ``<id>.md`` file: the title line, a blank line, the body (notes only),
+a blank line, then ``key: value`` lines ending with ``type_: N``. Attachments
+("resources") sit in ``resources/<id>.<ext>``. Joplin ids have noteloom's form (32
+lowercase hex characters), so notebooks, notes, tags and attachments keep them, and
+``:/id`` links in bodies keep working unchanged.
+
+Items noteloom does not model (master keys, revisions, settings, encrypted items,
+items in Joplin's trash, tag links to missing items) are skipped with a counted warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import mimetypes
+import os
+import re
+import secrets
+import tarfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from noteloom.db import new_id, now_ms
+from noteloom.errors import ImportExportError
+from noteloom.interop.bundle import (
+    AttachmentItem,
+    BookItem,
+    Bundle,
+    ExportSummary,
+    NoteItem,
+    Notices,
+    Progress,
+    TagItem,
+)
+from noteloom.interop.links import ID_LINK
+from noteloom.interop.snapshot import Snapshot
+from noteloom.interop.times import iso_from_ms, parse_time
+
+NOTE, FOLDER, RESOURCE, TAG, NOTE_TAG = 1, 2, 4, 5, 6
+#: What the skipped item types are, for the warning.
+UNMODELLED = {
+    3: "settings",
+    7: "saved searches",
+    8: "alarms",
+    9: "master keys; noteloom keeps no encryption keys",
+    10: "change-log items",
+    11: "note-resource links; the note bodies hold them",
+    12: "resource sync states",
+    13: "revisions; noteloom starts a fresh history",
+    14: "migrations",
+    15: "smart filters",
+    16: "commands",
+}
+_ID = re.compile(r"^[0-9a-f]{32}$")
+_ITEM_NAME = re.compile(r"^([0-9a-f]{32})\.md$")
+_TYPE_LINE = re.compile(r"^type_: *\d+$")
+#: Key under which noteloom keeps, in a resource's ``user_data``, the note that owns it.
+USER_DATA_APP = "noteloom"
+
+
+class ItemError(ValueError):
+    """An item file that does not follow the format."""
+
+
+@dataclass
+class Item:
+    """One parsed item: its title, its body (notes) and its properties as text."""
+
+    type: int
+    title: str
+    body: str
+    props: dict[str, str]
+
+    def get(self, key: str) -> str:
+        return self.props.get(key, "")
+
+
+# -- the item format ----------------------------------------------------------------------
+
+
+def _unescape(value: str) -> str:
+    # The exact inverse of the exporter's escaping, in the exporter's own order.
+    return (
+        value.replace("\\n", "\n").replace("\\r", "\r").replace("\\\n", "\\n").replace("\\\r", "\\r")
+    )
+
+
+def _escape(value: str) -> str:
+    return (
+        value.replace("\\n", "\\\\n").replace("\\r", "\\\\r").replace("\n", "\\n").replace("\r", "\\r")
+    )
+
+
+def parse_item(text: str) -> Item:
+    """Read one item file; ``ItemError`` when it is not one."""
+    lines = text.split("\n")
+    props: dict[str, str] = {}
+    i = len(lines) - 1
+    while i >= 0:
+        line = lines[i].strip()
+        if not line:
+            break
+        colon = line.find(":")
+        if colon < 0:
+            raise ItemError(f"line {line[:60]!r} is not `key: value`")
+        props[line[:colon].strip()] = _unescape(line[colon + 1 :].strip())
+        i -= 1
+    if "type_" not in props:
+        raise ItemError("it has no `type_:` line")
+    try:
+        kind = int(props["type_"])
+    except ValueError as exc:
+        raise ItemError(f"type_ {props['type_']!r} is not a number") from exc
+    head = lines[:i] if i > 0 else []
+    title = head[0] if head else ""
+    body = "\n".join(head[2:]) if kind == NOTE else ""
+    return Item(kind, title, body, props)
+
+
+def serialize_item(title: str | None, body: str, props: list[tuple[str, str | int]]) -> str:
+    """One item file; ``props`` in order, ending with ``type_``."""
+    parts = []
+    if title is not None:
+        parts.append(title)
+    if body:
+        parts.append(body)
+    parts.append("\n".join(f"{k}: {_escape(str(v))}" for k, v in props))
+    return "\n\n".join(parts)
+
+
+def is_raw_folder(folder: Path) -> bool:
+    """True when ``folder`` holds Joplin item files at its top level."""
+    checked = 0
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not _ITEM_NAME.match(entry.name) or not entry.is_file():
+                continue
+            with open(entry.path, "rb") as f:
+                f.seek(max(0, entry.stat().st_size - 64))
+                tail = f.read().decode("utf-8", errors="replace").rstrip().rsplit("\n", 1)[-1]
+            if _TYPE_LINE.match(tail.strip()):
+                return True
+            checked += 1
+            if checked >= 5:
+                return False
+    return False
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+def read_raw(folder: Path, progress: Progress) -> Bundle:
+    """A bundle from a RAW export folder (resources are read where they lie)."""
+    names = sorted(n for n in os.listdir(folder) if n.lower().endswith(".md"))
+    res_dir = folder / "resources"
+    files = {p.name: p for p in res_dir.iterdir() if p.is_file()} if res_dir.is_dir() else {}
+
+    def items() -> Iterator[tuple[str, bytes]]:
+        for i, name in enumerate(names):
+            yield name, (folder / name).read_bytes()
+            if i % 500 == 0:
+                progress("reading", i, len(names))
+
+    bundle = _assemble(items(), files, staged=False, root_title=folder.name)
+    progress("reading", len(names), len(names))
+    return bundle
+
+
+def read_jex(archive: Path, staging: Path, progress: Progress) -> Bundle:
+    """A bundle from a ``.jex`` archive; resource files are extracted into ``staging``."""
+    size = max(1, archive.stat().st_size)
+    entries: list[tuple[str, bytes]] = []
+    files: dict[str, Path] = {}
+    where = f"{archive.name!r}"
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                name = PurePosixPath(member.name)
+                parts = [p for p in name.parts if p not in (".", "")]
+                if not member.isfile() or not parts:
+                    continue
+                data_file = tar.extractfile(member)
+                if data_file is None:
+                    continue
+                if len(parts) == 1 and parts[0].lower().endswith(".md"):
+                    entries.append((parts[0], data_file.read()))
+                elif len(parts) == 2 and parts[0] == "resources":
+                    # The base name only: an archive cannot write outside the staging folder.
+                    dest = staging / f"{len(files)}-{_ascii_name(parts[1])}"
+                    with open(dest, "wb") as out:
+                        while chunk := data_file.read(1 << 20):
+                            out.write(chunk)
+                    files[parts[1]] = dest
+                progress("reading", min(tar.offset, size), size)
+            if tar.fileobj is not None:
+                # A cut-off tar often just ends early; a whole one ends with zero blocks.
+                tar.fileobj.seek(tar.offset)
+                tail = tar.fileobj.read(512)
+                if len(tail) < 512 or tail.strip(b"\0"):
+                    raise tarfile.ReadError("the archive ends before its end marker")
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        detail = str(exc).splitlines()[-1].strip(" -") if str(exc) else type(exc).__name__
+        raise ImportExportError(
+            f"{where} is corrupt or truncated ({detail}); export it again from Joplin"
+        ) from exc
+    if not entries:
+        raise ImportExportError(f"{where} is a tar archive but holds no Joplin items (<id>.md files)")
+    bundle = _assemble(iter(entries), files, staged=True, root_title=archive.stem or "Imported")
+    progress("reading", size, size)
+    return bundle
+
+
+def _ascii_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:]
+
+
+def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, staged: bool, root_title: str) -> Bundle:
+    notices = Notices()
+    bundle = Bundle(format="jex" if staged else "raw", root_title=root_title, notices=notices)
+    folders: list[Item] = []
+    notes: list[Item] = []
+    resources: list[Item] = []
+    tags: list[Item] = []
+    links: list[Item] = []
+    seen: set[str] = set()
+    for name, data in entries:
+        try:
+            item = parse_item(data.decode("utf-8"))
+        except (ItemError, UnicodeDecodeError) as exc:
+            raise ImportExportError(
+                f"entry {name!r} is not a Joplin item ({exc}); the export is damaged, export it again"
+            ) from exc
+        item_id = item.get("id").lower()
+        if item.type in UNMODELLED:
+            notices.skip(f"skipped {UNMODELLED[item.type]}", item_id[:8])
+            continue
+        if item.type not in (NOTE, FOLDER, RESOURCE, TAG, NOTE_TAG):
+            notices.skip("skipped items of unknown types", f"type {item.type}")
+            continue
+        if item.get("encryption_applied") == "1" or item.get("encryption_cipher_text"):
+            notices.skip("skipped encrypted items; decrypt them in Joplin, then export again", item_id[:8])
+            continue
+        if item.get("deleted_time") not in ("", "0"):
+            notices.skip("skipped items in Joplin's trash", item_id[:8])
+            continue
+        if not _ID.match(item_id) or item_id in seen:
+            notices.skip("skipped items without a valid, unique id", name)
+            continue
+        seen.add(item_id)
+        item.props["id"] = item_id
+        {NOTE: notes, FOLDER: folders, RESOURCE: resources, TAG: tags, NOTE_TAG: links}[item.type].append(item)
+
+    folder_ids = {f.get("id") for f in folders}
+    for f in folders:
+        parent = f.get("parent_id").lower()
+        created, updated = _times(f, name_of(f))
+        bundle.books.append(
+            BookItem(
+                id=f.get("id"),
+                title=_title(f.title, "Untitled"),
+                parent_id=parent if parent in folder_ids else None,
+                created_time=created,
+                updated_time=updated,
+            )
+        )
+    by_note: dict[str, NoteItem] = {}
+    for n in notes:
+        where = name_of(n)
+        created, updated = _times(n, where)
+        parent = n.get("parent_id").lower()
+        body = n.body
+        if "\x00" in body:
+            body = body.replace("\x00", "")
+            notices.warn("removed NUL characters from note bodies", n.get("id")[:8])
+        note = NoteItem(
+            id=n.get("id"),
+            notebook_id=parent if parent in folder_ids else None,
+            title=n.title.strip(),
+            body=body,
+            created_time=created,
+            updated_time=updated,
+            is_todo=n.get("is_todo") == "1",
+            todo_due=_int_time(n, "todo_due", where),
+            todo_completed=_int_time(n, "todo_completed", where),
+            source_url=n.get("source_url"),
+        )
+        by_note[note.id] = note
+        bundle.notes.append(note)
+
+    tag_titles: dict[str, str] = {}
+    for t in tags:
+        title = " ".join(t.title.split())
+        if not title:
+            notices.skip("skipped tags without a title", t.get("id")[:8])
+            continue
+        created, updated = _times(t, name_of(t))
+        tag_titles[t.get("id")] = title
+        bundle.tags.append(TagItem(t.get("id"), title, created, updated))
+    for link in links:
+        note_item = by_note.get(link.get("note_id").lower())
+        tag_title = tag_titles.get(link.get("tag_id").lower())
+        if note_item is None or tag_title is None:
+            notices.skip("skipped tag links to notes or tags missing from the export", link.get("id")[:8])
+            continue
+        if tag_title not in note_item.tags:
+            note_item.tags.append(tag_title)
+
+    first_linker: dict[str, str] = {}
+    for note in bundle.notes:
+        if ":/" in note.body:
+            for m in ID_LINK.finditer(note.body):
+                first_linker.setdefault(m.group(1), note.id)
+    for r in resources:
+        rid = r.get("id")
+        ext = r.get("file_extension") or _ext_for(r.get("mime"))
+        path = files.get(f"{rid}.{ext}" if ext else rid) or _find_file(files, rid)
+        if path is None:
+            notices.skip("skipped attachments whose file is missing from the export", rid[:8])
+            continue
+        created, updated = _times(r, name_of(r))
+        owner = _owner_hint(r.get("user_data"))
+        note_id = owner if owner in by_note else first_linker.get(rid)
+        bundle.attachments.append(
+            AttachmentItem(
+                id=rid,
+                note_id=note_id,
+                title=r.title.strip(),
+                filename=_filename(r, rid, ext),
+                mime=r.get("mime") or mimetypes.guess_type(f"x.{ext}")[0] or "application/octet-stream",
+                size=path.stat().st_size,
+                created_time=created,
+                updated_time=updated,
+                source=path,
+                staged=staged,
+            )
+        )
+    return bundle
+
+
+def name_of(item: Item) -> str:
+    return f"{item.get('id')}.md"
+
+
+def _title(text: str, fallback: str) -> str:
+    return " ".join(text.split()) or fallback
+
+
+def _times(item: Item, where: str) -> tuple[int, int]:
+    """Created and updated times, the user-facing ones first (sync rewrites the others)."""
+    now = now_ms()
+    created = parse_time(item.get("user_created_time"), f"{where}: user_created_time") or parse_time(
+        item.get("created_time"), f"{where}: created_time"
+    )
+    updated = parse_time(item.get("user_updated_time"), f"{where}: user_updated_time") or parse_time(
+        item.get("updated_time"), f"{where}: updated_time"
+    )
+    created = created or updated or now
+    return created, updated or created
+
+
+def _int_time(item: Item, key: str, where: str) -> int | None:
+    value = item.get(key)
+    if not value:
+        return None
+    if not value.isdigit():
+        raise ImportExportError(f"{where}: {key} is {value!r}, not milliseconds since 1970; export it again")
+    return int(value) or None
+
+
+def _ext_for(mime: str) -> str:
+    guessed = mimetypes.guess_extension(mime) if mime else None
+    return guessed.lstrip(".") if guessed else ""
+
+
+def _find_file(files: dict[str, Path], rid: str) -> Path | None:
+    for name, path in files.items():
+        if name == rid or name.startswith(rid + "."):
+            return path
+    return None
+
+
+def _filename(r: Item, rid: str, ext: str) -> str:
+    name = (r.get("filename") or "").replace("\\", "/").rsplit("/", 1)[-1]
+    if name:
+        return name
+    title = r.title.strip().replace("\\", "/").rsplit("/", 1)[-1]
+    if title and (not ext or title.lower().endswith("." + ext.lower())):
+        return title
+    return f"{title or rid}.{ext}" if ext else (title or rid)
+
+
+def _owner_hint(user_data: str) -> str | None:
+    if not user_data:
+        return None
+    try:
+        value = json.loads(user_data)[USER_DATA_APP]["note_id"]["v"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def _common(created: int, updated: int) -> list[tuple[str, str | int]]:
+    return [
+        ("created_time", iso_from_ms(created)),
+        ("updated_time", iso_from_ms(updated)),
+        ("user_created_time", iso_from_ms(created)),
+        ("user_updated_time", iso_from_ms(updated)),
+        ("encryption_cipher_text", ""),
+        ("encryption_applied", 0),
+    ]
+
+
+def folder_text(b: BookItem) -> str:
+    props: list[tuple[str, str | int]] = [("id", b.id), *_common(b.created_time, b.updated_time)]
+    props += [("parent_id", b.parent_id or ""), ("is_shared", 0), ("share_id", ""), ("master_key_id", ""),
+              ("icon", ""), ("user_data", ""), ("deleted_time", 0), ("type_", FOLDER)]
+    return serialize_item(_one_line(b.title), "", props)
+
+
+def note_text(n: NoteItem) -> str:
+    props: list[tuple[str, str | int]] = [
+        ("id", n.id), ("parent_id", n.notebook_id or ""),
+        ("created_time", iso_from_ms(n.created_time)), ("updated_time", iso_from_ms(n.updated_time)),
+        ("is_conflict", 0), ("latitude", "0.00000000"), ("longitude", "0.00000000"), ("altitude", "0.0000"),
+        ("author", ""), ("source_url", n.source_url), ("is_todo", int(n.is_todo)),
+        ("todo_due", n.todo_due or 0), ("todo_completed", n.todo_completed or 0),
+        ("source", "noteloom"), ("source_application", "noteloom"), ("application_data", ""), ("order", 0),
+        ("user_created_time", iso_from_ms(n.created_time)), ("user_updated_time", iso_from_ms(n.updated_time)),
+        ("encryption_cipher_text", ""), ("encryption_applied", 0), ("markup_language", 1), ("is_shared", 0),
+        ("share_id", ""), ("conflict_original_id", ""), ("master_key_id", ""), ("user_data", ""),
+        ("deleted_time", 0), ("type_", NOTE),
+    ]
+    return serialize_item(_one_line(n.title), n.body, props)
+
+
+def tag_text(t: TagItem) -> str:
+    props: list[tuple[str, str | int]] = [("id", t.id), *_common(t.created_time, t.updated_time)]
+    props += [("is_shared", 0), ("parent_id", ""), ("user_data", ""), ("type_", TAG)]
+    return serialize_item(_one_line(t.title), "", props)
+
+
+def note_tag_text(link_id: str, note_id: str, tag_id: str, t: int) -> str:
+    props: list[tuple[str, str | int]] = [("id", link_id), ("note_id", note_id), ("tag_id", tag_id), *_common(t, t)]
+    props += [("is_shared", 0), ("type_", NOTE_TAG)]
+    return serialize_item(None, "", props)
+
+
+def resource_text(a: AttachmentItem, ext: str) -> str:
+    owner = (
+        json.dumps({USER_DATA_APP: {"note_id": {"v": a.note_id, "t": a.updated_time}}}, separators=(",", ":"))
+        if a.note_id
+        else ""
+    )
+    props: list[tuple[str, str | int]] = [("id", a.id), ("mime", a.mime), ("filename", a.filename)]
+    props += _common(a.created_time, a.updated_time)[:4]
+    props += [
+        ("file_extension", ext), ("encryption_cipher_text", ""), ("encryption_applied", 0),
+        ("encryption_blob_encrypted", 0), ("size", a.size), ("is_shared", 0), ("share_id", ""),
+        ("master_key_id", ""), ("user_data", owner), ("blob_updated_time", a.updated_time),
+        ("ocr_text", ""), ("ocr_details", ""), ("ocr_status", 0), ("ocr_error", ""), ("ocr_driver_id", 1),
+        ("type_", RESOURCE),
+    ]
+    return serialize_item(_one_line(a.title), "", props)
+
+
+def _one_line(title: str) -> str:
+    # The title is the item's first line: a line break inside it would shift the body.
+    return title.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+def resource_extension(a: AttachmentItem) -> str:
+    suffix = PurePosixPath(a.filename).suffix.lower().lstrip(".")
+    if re.fullmatch(r"[a-z0-9]{1,10}", suffix):
+        return suffix
+    return _ext_for(a.mime) or "bin"
+
+
+def write_jex(snapshot: Snapshot, dest: Path, progress: Progress) -> ExportSummary:
+    """Write ``snapshot`` as a ``.jex`` archive at ``dest`` (atomically: a temp file, then a rename)."""
+    notices = snapshot.notices
+    tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.part")
+    mtime = int(time.time())
+    total = len(snapshot.notes) + len(snapshot.attachments)
+    done = 0
+    tag_ids = {t.title.lower(): t.id for t in snapshot.tags}
+    try:
+        with tarfile.open(tmp, "w", format=tarfile.USTAR_FORMAT) as tar:
+            for text_id, text in _texts(snapshot, tag_ids):
+                _add_bytes(tar, f"{text_id}.md", text.encode("utf-8"), mtime)
+            for n in snapshot.notes:
+                _add_bytes(tar, f"{n.id}.md", note_text(n).encode("utf-8"), mtime)
+                done += 1
+                if done % 1000 == 0:
+                    progress("exporting", done, total)
+            for a in snapshot.attachments:
+                ext = resource_extension(a)
+                _add_bytes(tar, f"{a.id}.md", resource_text(a, ext).encode("utf-8"), mtime)
+                info = tarfile.TarInfo(f"resources/{a.id}.{ext}")
+                info.size, info.mtime, info.mode = a.source.stat().st_size, mtime, 0o644
+                with open(a.source, "rb") as f:
+                    tar.addfile(info, f)
+                done += 1
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    progress("exporting", total, total)
+    return ExportSummary(
+        destination=str(dest), format="jex", notebooks=len(snapshot.books), notes=len(snapshot.notes),
+        tags=len(snapshot.tags), attachments=len(snapshot.attachments), warnings=notices.count,
+        messages=notices.messages(),
+    )
+
+
+def _texts(snapshot: Snapshot, tag_ids: dict[str, str]) -> Iterable[tuple[str, str]]:
+    for b in snapshot.books:
+        yield b.id, folder_text(b)
+    for t in snapshot.tags:
+        yield t.id, tag_text(t)
+    t0 = now_ms()
+    for n in snapshot.notes:
+        for title in n.tags:
+            link_id = new_id()
+            yield link_id, note_tag_text(link_id, n.id, tag_ids[title.lower()], t0)
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), mtime, 0o644
+    tar.addfile(info, io.BytesIO(data))

@@ -1,0 +1,470 @@
+"""Markdown folders: one ``.md`` file per note, folders as notebooks.
+
+Reading: sub-folders become nested notebooks (folders starting with ``.`` or ``_``, such
+as ``_resources``, are not notebooks). YAML front matter gives the id, title, tags,
+created/updated (ISO 8601 or epoch ms), is_todo/due/completed and source_url; the title
+otherwise comes from the first ``# heading``, then the file name. Relative links to
+non-Markdown files become attachments and the links are rewritten to ``:/<attachment id>``.
+
+Writing: the notebook tree as folders, one ``.md`` per note with front matter,
+attachments in ``_resources/`` linked relatively, and ``_noteloom.yaml`` holding what a
+folder cannot (notebook ids and times, tag ids, attachment titles and times), so reading
+the folder back gives the very same workspace.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from noteloom.db import new_id, now_ms
+from noteloom.errors import ImportExportError
+from noteloom.interop import frontmatter
+from noteloom.interop.bundle import (
+    AttachmentItem,
+    BookItem,
+    Bundle,
+    ExportSummary,
+    NoteItem,
+    Notices,
+    Progress,
+    TagItem,
+)
+from noteloom.interop.filenames import FolderNames, safe_name, split_name
+from noteloom.interop.links import (
+    RESOURCE_LINK,
+    is_relative_path,
+    path_of_target,
+    quote_path,
+    rewrite_links,
+)
+from noteloom.interop.snapshot import Snapshot
+from noteloom.interop.times import iso_from_ms, parse_time
+
+MANIFEST = "_noteloom.yaml"
+RESOURCES = "_resources"
+MANIFEST_FORMAT = "noteloom-markdown/1"
+_NOTE_SUFFIXES = (".md", ".markdown")
+_ID = re.compile(r"^[0-9a-f]{32}$")
+_HEADING = re.compile(r"^ {0,3}# +(.+?)(?: +#+)? *$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_INLINE_CODE = re.compile(r"(`+)[^`]*?\1")
+_INLINE_TAG = re.compile(r"(?:^|(?<=\s))#([^\s#.,;:!?()\[\]{}'\"`<>*]+)")
+
+
+def is_markdown_folder(folder: Path) -> bool:
+    """True when ``folder`` holds a noteloom export or any Markdown file (hidden folders aside)."""
+    if (folder / MANIFEST).is_file():
+        return True
+    return next(_walk(folder), None) is not None
+
+
+def _walk(root: Path) -> Iterator[tuple[str, str]]:
+    """(folder relative to root in POSIX form, file name) of every note file, sorted."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+        rel = Path(dirpath).relative_to(root).as_posix()
+        rel = "" if rel == "." else rel
+        for name in sorted(filenames):
+            if name.lower().endswith(_NOTE_SUFFIXES) and not name.startswith("."):
+                yield rel, name
+
+
+def _folders(root: Path) -> list[str]:
+    out = []
+    for dirpath, dirnames, _ in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+        rel = Path(dirpath).relative_to(root).as_posix()
+        if rel != ".":
+            out.append(rel)
+    return out
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Reader:
+    root: Path
+    inline_tags: bool
+    notices: Notices
+    manifest: dict[str, Any] = field(default_factory=dict)
+    #: Resolved file path -> the attachment made from it.
+    attachments: dict[Path, AttachmentItem] = field(default_factory=dict)
+    used_ids: set[str] = field(default_factory=set)
+
+    def claim_id(self, value: object, where: str) -> str:
+        """The id the front matter or manifest gives, when it is one and still free."""
+        if isinstance(value, str) and _ID.match(value) and value not in self.used_ids:
+            self.used_ids.add(value)
+            return value
+        if value not in (None, ""):
+            reason = "was used twice" if value in self.used_ids else "was not a 32-hex id"
+            self.notices.warn(f"gave new ids where the given id {reason}", where)
+        fresh = new_id()
+        self.used_ids.add(fresh)
+        return fresh
+
+
+def read_folder(root: Path, *, inline_tags: bool, progress: Progress) -> Bundle:
+    """A bundle from a Markdown folder (attachments are read where they lie)."""
+    root = root.resolve()
+    bundle = Bundle(format="markdown", root_title=root.name or "Imported")
+    r = _Reader(root, inline_tags, bundle.notices)
+    manifest_file = root / MANIFEST
+    if manifest_file.is_file():
+        data = frontmatter.parse(_read_text(manifest_file, r.notices), MANIFEST)
+        if not data or data.get("format") != MANIFEST_FORMAT:
+            r.notices.warn(f"ignored {MANIFEST}, which is not a noteloom export manifest")
+        else:
+            r.manifest = data
+    files = list(_walk(root))
+    book_of = _read_books(r, bundle, {d for d, _ in files})
+    for t in _mapping_list(r.manifest.get("tags")):
+        title = " ".join(str(t.get("title", "")).split())
+        if title:
+            created = parse_time(t.get("created"), f"{MANIFEST}: tag {title!r} created") or now_ms()
+            updated = parse_time(t.get("updated"), f"{MANIFEST}: tag {title!r} updated") or created
+            tid = r.claim_id(t.get("id"), f"tag {title!r}")
+            bundle.tags.append(TagItem(tid, title, created, updated))
+    for i, (folder, name) in enumerate(files):
+        bundle.notes.append(_read_note(r, folder, name, book_of.get(folder)))
+        if i % 500 == 0:
+            progress("reading", i, len(files))
+    progress("reading", len(files), len(files))
+    _read_unlinked_attachments(r)
+    bundle.attachments = list(r.attachments.values())
+    return bundle
+
+
+def _mapping_list(value: object) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _read_books(r: _Reader, bundle: Bundle, note_folders: set[str]) -> dict[str, str]:
+    """Notebooks for folders that hold notes (at any depth) or that the manifest names."""
+    listed = r.manifest.get("notebooks")
+    listed = listed if isinstance(listed, dict) else {}
+    wanted: set[str] = set()
+    for folder in [*note_folders, *(f for f in _folders(r.root) if f in listed)]:
+        path = PurePosixPath(folder)
+        while folder:
+            wanted.add(folder)
+            path = path.parent
+            folder = "" if str(path) == "." else path.as_posix()
+    book_of: dict[str, str] = {}
+    for folder in sorted(wanted, key=lambda f: (f.count("/"), f)):
+        meta = listed.get(folder)
+        meta = meta if isinstance(meta, dict) else {}
+        where = f"{folder}/"
+        title = " ".join(str(meta.get("title") or "").split()) or PurePosixPath(folder).name
+        created = parse_time(meta.get("created"), f"{MANIFEST}: notebook {folder!r} created")
+        updated = parse_time(meta.get("updated"), f"{MANIFEST}: notebook {folder!r} updated")
+        if created is None:
+            created = _mtime(r.root / folder)
+        parent = PurePosixPath(folder).parent.as_posix()
+        book_of[folder] = r.claim_id(meta.get("id"), where)
+        bundle.books.append(
+            BookItem(
+                id=book_of[folder],
+                title=title,
+                parent_id=book_of.get(parent) if parent != "." else None,
+                created_time=created,
+                updated_time=updated or created,
+            )
+        )
+    return book_of
+
+
+def _read_text(path: Path, notices: Notices) -> str:
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        notices.warn("read files that are not UTF-8 as Latin-1", path.name)
+        return data.decode("latin-1")
+
+
+def _read_note(r: _Reader, folder: str, name: str, book: str | None) -> NoteItem:
+    path = r.root / folder / name
+    where = f"{folder}/{name}" if folder else name
+    text = _read_text(path, r.notices)
+    yaml_text, body = frontmatter.split(text)
+    meta: dict[str, Any] = {}
+    if yaml_text is not None:
+        parsed = frontmatter.parse(yaml_text, where)
+        if parsed is None:
+            body = text  # a rule and a heading, not front matter
+        else:
+            meta = parsed
+    if "\x00" in body:
+        body = body.replace("\x00", "")
+        r.notices.warn("removed NUL characters from note bodies", where)
+    note_id = r.claim_id(meta.get("id"), where)
+    created = parse_time(meta.get("created", meta.get("date")), f"{where}: created")
+    updated = parse_time(meta.get("updated"), f"{where}: updated")
+    if created is None or updated is None:
+        mtime = _mtime(path)
+        created = created or updated or mtime
+        updated = updated or mtime
+    due = parse_time(meta.get("due"), f"{where}: due")
+    completed = parse_time(meta.get("completed"), f"{where}: completed")
+    if completed is None and meta.get("completed?") in (True, "yes"):
+        completed = updated
+    tags = _tags(meta.get("tags"))
+    if r.inline_tags:
+        tags += [t for t in inline_tags(body) if t.lower() not in {x.lower() for x in tags}]
+    source_url = meta.get("source_url", meta.get("source"))
+    body = rewrite_links(body, lambda target: _attach(r, path.parent, target, note_id))
+    return NoteItem(
+        id=note_id,
+        notebook_id=book,
+        title=_note_title(meta.get("title"), body, path),
+        body=body,
+        created_time=created,
+        updated_time=updated,
+        is_todo=bool(meta["is_todo"]) if "is_todo" in meta else (
+            "completed?" in meta or due is not None or completed is not None
+        ),
+        todo_due=due,
+        todo_completed=completed,
+        source_url=str(source_url) if isinstance(source_url, str | int | float) else "",
+        tags=tags,
+    )
+
+
+def _mtime(path: Path) -> int:
+    return path.stat().st_mtime_ns // 1_000_000
+
+
+def _note_title(value: object, body: str, path: Path) -> str:
+    if value is not None:
+        return str(value).strip()  # an explicit empty title stays empty
+    in_fence = False
+    for line in body.split("\n", 200)[:200]:
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (m := _HEADING.match(line.rstrip("\r"))):
+            return m.group(1).strip()
+    return Path(path.name).stem.strip()
+
+
+def _tags(value: object) -> list[str]:
+    raw: list[object]
+    if isinstance(value, str):
+        raw = list(value.split(","))
+    elif isinstance(value, list):
+        raw = value
+    else:
+        return []
+    out: list[str] = []
+    keys: set[str] = set()
+    for v in raw:
+        title = " ".join(str(v).split()).lstrip("#") if v is not None else ""
+        if title and title.lower() not in keys and len(title) <= 1000:
+            keys.add(title.lower())
+            out.append(title)
+    return out
+
+
+def inline_tags(body: str) -> list[str]:
+    """``#tags`` written in the text, outside code; ``#123`` and headings are not tags."""
+    out: list[str] = []
+    in_fence = False
+    for line in body.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence or "#" not in line:
+            continue
+        for m in _INLINE_TAG.finditer(_INLINE_CODE.sub("", line)):
+            tag = m.group(1).rstrip("/-")
+            if tag and not tag.isdigit() and tag not in out:
+                out.append(tag)
+    return out
+
+
+def _attach(r: _Reader, note_dir: Path, target: str, note_id: str) -> str | None:
+    """``:/<id>`` for a link to a file of the folder (made an attachment once); else ``None``."""
+    if not is_relative_path(target):
+        return None
+    rel = path_of_target(target)
+    if not rel or rel.lower().endswith(_NOTE_SUFFIXES):
+        return None
+    path = Path(os.path.normpath(note_dir / rel))
+    existing = r.attachments.get(path)
+    if existing is not None:
+        return f":/{existing.id}"
+    if not path.is_file():
+        return None
+    try:
+        key = path.relative_to(r.root).as_posix()
+    except ValueError:
+        r.notices.warn("left links to files outside the folder as they were", target)
+        return None
+    item = _attachment(r, path, key, note_id)
+    r.attachments[path] = item
+    return f":/{item.id}"
+
+
+def _attachment(r: _Reader, path: Path, key: str, note_id: str | None) -> AttachmentItem:
+    listed = r.manifest.get("attachments")
+    meta = listed.get(key) if isinstance(listed, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    mtime = _mtime(path)
+    created = parse_time(meta.get("created"), f"{MANIFEST}: attachment {key!r} created") or mtime
+    updated = parse_time(meta.get("updated"), f"{MANIFEST}: attachment {key!r} updated") or created
+    filename = str(meta.get("filename") or path.name)
+    owner = meta.get("note", note_id) if meta else note_id
+    return AttachmentItem(
+        id=r.claim_id(meta.get("id"), key),
+        note_id=owner if isinstance(owner, str) else None,
+        title=str(meta.get("title") or filename),
+        filename=filename,
+        mime=str(meta.get("mime") or mimetypes.guess_type(filename)[0] or "application/octet-stream"),
+        size=path.stat().st_size,
+        created_time=created,
+        updated_time=updated,
+        source=path,
+    )
+
+
+def _read_unlinked_attachments(r: _Reader) -> None:
+    """Attachments the manifest lists that no note links (they still belong to the workspace)."""
+    listed = r.manifest.get("attachments")
+    if not isinstance(listed, dict):
+        return
+    for key in listed:
+        path = Path(os.path.normpath(r.root / str(key)))
+        if path in r.attachments:
+            continue
+        if not path.is_file():
+            r.notices.skip(f"skipped attachments listed in {MANIFEST} whose file is missing", str(key))
+            continue
+        r.attachments[path] = _attachment(r, path, str(key), None)
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def write_folder(snapshot: Snapshot, dest: Path, progress: Progress) -> ExportSummary:
+    """Write ``snapshot`` as a Markdown folder at ``dest`` (built aside, then renamed into place)."""
+    tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.part")
+    tmp.mkdir(parents=True)
+    try:
+        _write(snapshot, tmp, progress)
+        if dest.exists():
+            dest.rmdir()  # the caller checked that it is empty
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ExportSummary(
+        destination=str(dest), format="md", notebooks=len(snapshot.books), notes=len(snapshot.notes),
+        tags=len(snapshot.tags), attachments=len(snapshot.attachments), warnings=snapshot.notices.count,
+        messages=snapshot.notices.messages(),
+    )
+
+
+def _write(snapshot: Snapshot, out: Path, progress: Progress) -> None:
+    children: dict[str | None, list[BookItem]] = {}
+    for b in snapshot.books:
+        children.setdefault(b.parent_id, []).append(b)
+    folder_of: dict[str, str] = {}
+    names_in: dict[str, FolderNames] = {"": FolderNames()}
+    names_in[""].claim(RESOURCES)
+    stack: list[tuple[str | None, str]] = [(None, "")]
+    while stack:
+        parent, parent_path = stack.pop()
+        for b in sorted(children.get(parent, []), key=lambda x: (x.title.lower(), x.created_time, x.id)):
+            name = names_in[parent_path].claim(safe_name(b.title))
+            path = f"{parent_path}/{name}" if parent_path else name
+            folder_of[b.id] = path
+            names_in[path] = FolderNames()
+            (out / path).mkdir()
+            stack.append((b.id, path))
+
+    resource_names = FolderNames()
+    resource_of: dict[str, str] = {}
+    manifest_atts: dict[str, Any] = {}
+    (out / RESOURCES).mkdir()
+    for a in snapshot.attachments:
+        stem, suffix = split_name(safe_name(a.filename, "file"))
+        rel = f"{RESOURCES}/{resource_names.claim(stem, suffix)}"
+        shutil.copyfile(a.source, out / rel)
+        resource_of[a.id] = rel
+        manifest_atts[rel] = {
+            "id": a.id, "note": a.note_id, "title": a.title, "filename": a.filename, "mime": a.mime,
+            "created": iso_from_ms(a.created_time), "updated": iso_from_ms(a.updated_time),
+        }
+    if not resource_of:
+        (out / RESOURCES).rmdir()
+
+    total = len(snapshot.notes)
+    for i, n in enumerate(sorted(snapshot.notes, key=lambda x: (x.title.lower(), x.created_time, x.id))):
+        folder = folder_of[n.notebook_id] if n.notebook_id else ""
+        name = names_in[folder].claim(safe_name(n.title), ".md")
+        depth = folder.count("/") + 1 if folder else 0
+
+        def relink(target: str, depth: int = depth) -> str | None:
+            m = RESOURCE_LINK.match(target)
+            rel = resource_of.get(m.group(1)) if m else None
+            return quote_path("../" * depth + rel) if rel else None
+
+        body = rewrite_links(n.body, relink) if resource_of and ":/" in n.body else n.body
+        (out / folder / name).write_bytes(frontmatter.render(note_front_matter(n), body).encode("utf-8"))
+        if i % 1000 == 0:
+            progress("exporting", i, total)
+    progress("exporting", total, total)
+
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "notebooks": {
+            folder_of[b.id]: {
+                "id": b.id, "title": b.title,
+                "created": iso_from_ms(b.created_time), "updated": iso_from_ms(b.updated_time),
+            }
+            for b in snapshot.books
+        },
+        "tags": [
+            {"id": t.id, "title": t.title, "created": iso_from_ms(t.created_time), "updated": iso_from_ms(t.updated_time)}
+            for t in snapshot.tags
+        ],
+        "attachments": manifest_atts,
+    }
+    (out / MANIFEST).write_bytes(frontmatter.dump(manifest).encode("utf-8"))
+
+
+def note_front_matter(n: NoteItem) -> dict[str, Any]:
+    """The front matter of an exported note; empty fields are left out."""
+    data: dict[str, Any] = {"id": n.id, "title": n.title}
+    if n.tags:
+        data["tags"] = list(n.tags)
+    data["created"] = iso_from_ms(n.created_time)
+    data["updated"] = iso_from_ms(n.updated_time)
+    if n.is_todo or n.todo_due is not None or n.todo_completed is not None:
+        data["is_todo"] = n.is_todo
+    if n.todo_due is not None:
+        data["due"] = iso_from_ms(n.todo_due)
+    if n.todo_completed is not None:
+        data["completed"] = iso_from_ms(n.todo_completed)
+    if n.source_url:
+        data["source_url"] = n.source_url
+    return data
+
+
+def check_destination(dest: Path) -> None:
+    """An export goes to a new path or an empty folder, never over a user's files."""
+    if dest.exists() and not (dest.is_dir() and not any(dest.iterdir())):
+        raise ImportExportError(f"{str(dest)!r} exists already; export to a new path or an empty folder")
+    if not dest.parent.is_dir():
+        raise ImportExportError(f"folder {str(dest.parent)!r} does not exist; create it first")
