@@ -1,0 +1,92 @@
+"""Import speed: N notes (default 100,000) into a fresh SQLite workspace through the real
+``noteloom import`` command, from a Markdown folder and from a ``.jex`` archive.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.bench_import [--notes N] [--seed S] [--formats md,jex] [--keep]
+
+The notes come from ``bench.corpus`` (deterministic). They are loaded into a scratch
+workspace and exported with ``noteloom.interop`` (export times are printed too), then
+each export is imported by a ``noteloom import`` subprocess into a fresh workspace.
+Files go under ``bench/.out/`` and are removed afterwards unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.corpus import generate, load
+from noteloom.app import open_app
+from noteloom.config import load_settings
+from noteloom.interop import export_workspace
+
+TARGET_SECONDS = 60.0
+TARGET_NOTES = 100_000
+OUT = Path(__file__).resolve().parent / ".out"
+
+
+def _import(source: Path, home: Path) -> tuple[float, dict[str, object]]:
+    env = {**os.environ, "NOTELOOM_HOME": str(home)}
+    env.pop("NOTELOOM_DATABASE_URL", None)
+    cmd = [sys.executable, "-m", "noteloom", "import", str(source), "--json", "--no-progress"]
+    started = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"noteloom import failed ({done.returncode}): {done.stderr.strip()}")
+    summary: dict[str, object] = json.loads(done.stdout)
+    return seconds, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench_import", description=__doc__.splitlines()[0])
+    parser.add_argument("--notes", type=int, default=TARGET_NOTES)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--formats", default="md,jex", help="comma-separated: md, jex")
+    parser.add_argument("--keep", action="store_true", help="keep the generated files in bench/.out")
+    args = parser.parse_args(sys.argv[1:])
+    formats = [f for f in args.formats.split(",") if f]
+    work = OUT / f"import-{args.notes}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        t0 = time.perf_counter()
+        corpus = generate(args.notes, args.seed)
+        app = open_app(load_settings({"NOTELOOM_HOME": str(work / "source")}), load_entry_points=False)
+        try:
+            load(app.workspace, corpus)
+            print(f"corpus: {args.notes} notes, {len(corpus.notebooks)} notebooks, "
+                  f"{len(corpus.tags)} tags loaded in {time.perf_counter() - t0:.1f} s")
+            sources: dict[str, Path] = {}
+            for fmt in formats:
+                dest = work / ("export.jex" if fmt == "jex" else "export-md")
+                t1 = time.perf_counter()
+                export_workspace(app.workspace, dest, "jex" if fmt == "jex" else "md")
+                size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file()) if dest.is_dir() else dest.stat().st_size
+                print(f"export {fmt}: {time.perf_counter() - t1:.1f} s, {size / 1e6:.0f} MB")
+                sources[fmt] = dest
+        finally:
+            app.close()
+        print(f"target: {TARGET_NOTES:,} notes in under {TARGET_SECONDS:.0f} s "
+              f"(>= {TARGET_NOTES / TARGET_SECONDS:,.0f} notes/s)")
+        for fmt, source in sources.items():
+            seconds, summary = _import(source, work / f"import-{fmt}")
+            notes = int(str(summary["notes"]))
+            ok = "ok" if notes == args.notes else f"MISMATCH, expected {args.notes}"
+            verdict = "meets" if args.notes / seconds >= TARGET_NOTES / TARGET_SECONDS else "MISSES"
+            print(f"import {fmt}: {notes} notes ({ok}) in {seconds:.1f} s = {notes / seconds:,.0f} notes/s "
+                  f"({verdict} the target rate)")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
