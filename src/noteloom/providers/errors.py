@@ -88,6 +88,9 @@ def code_for_status(status: int | None, *, error_type: str | None = None, error_
     ):
         if "api key" in lowered or "unauthorized" in lowered:
             return "api_auth_failed"
+        if "credit balance" in lowered or "billing" in lowered:
+            # Anthropic reports an empty balance as a 400 invalid_request_error.
+            return "api_quota_exceeded"
         return "api_request_invalid"
     return "api_stream_error"
 
