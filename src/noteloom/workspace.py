@@ -248,6 +248,15 @@ class Workspace:
         with self._r(conn) as c:
             return [self._notebook_from_row(r, r.note_count) for r in c.execute(q)]
 
+    def notebooks_by_id(self, notebook_ids: Collection[str], *, conn: Connection | None = None) -> dict[str, Notebook]:
+        """The notebooks among ``notebook_ids`` (trashed ones too; counts are 0), by id."""
+        if not notebook_ids:
+            return {}
+        nb = db.notebooks
+        with self._r(conn) as c:
+            rows = c.execute(sa.select(nb).where(nb.c.id.in_(list(notebook_ids)))).all()
+        return {r.id: self._notebook_from_row(r) for r in rows}
+
     def notebook_path(self, notebook_id: str, *, conn: Connection | None = None) -> list[Notebook]:
         """The chain of notebooks from the root down to ``notebook_id``."""
         with self._r(conn) as c:
