@@ -7,6 +7,7 @@ migrations in ``noteloom/migrations`` are applied when the app starts.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -149,6 +150,32 @@ def new_id() -> str:
     return secrets.token_hex(16)
 
 
+#: The SQL name of :func:`index_text` on SQLite (migration 0002 gives PostgreSQL its twin).
+INDEX_TEXT_SQL = "noteloom_index_text"
+
+# Scripts written without spaces between words (Han, kana, Hangul). The keyword index sees a
+# run of them as overlapping character pairs, so a word inside a longer run can be found.
+CJK_CHARS = (
+    "\u1100-\u11ff\u3005-\u3007\u3040-\u30ff\u3131-\u318e\u31f0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003134f"
+)
+_CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
+
+
+def index_text(text: Any) -> Any:
+    """``text`` as the keyword index sees it: each CJK run becomes its overlapping character
+    pairs plus its last character alone (``中文字`` → ``中文 文字 字``); the rest is unchanged."""
+    if not isinstance(text, str) or text.isascii():
+        return text
+    return _CJK_RUN.sub(_cjk_pairs, text)
+
+
+def _cjk_pairs(m: re.Match[str]) -> str:
+    run = m.group()
+    return " " + " ".join(run[i : i + 2] for i in range(len(run))) + " "
+
+
 def create_db_engine(url: str) -> Engine:
     """An engine for ``url`` with the pragmas noteloom relies on."""
     if url.startswith("sqlite"):
@@ -172,6 +199,8 @@ def create_db_engine(url: str) -> Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
+            # The keyword index triggers (migration 0002) call it on every write to a note.
+            dbapi_conn.create_function(INDEX_TEXT_SQL, 1, index_text, deterministic=True)
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Any) -> None:

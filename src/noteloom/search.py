@@ -1,0 +1,637 @@
+"""Keyword search over the notes: ranked hits with a snippet and the section they fall in.
+
+The index is the database's own (migration 0002): SQLite FTS5, or a PostgreSQL
+tsvector with a GIN index, kept current by the database in the transaction of
+every write; notes in the trash are not in it. ``search_notes`` parses the
+query (:mod:`noteloom.query`), asks the index for the best-ranked notes that
+pass the filters, then reads only the bodies of the hits on the page to place
+a snippet and a section on each.
+
+Ranking is BM25 (SQLite; a title match weighs ten times a body match) or
+``ts_rank`` with the same weighting (PostgreSQL); ties go to the most recently
+updated note. Queries made only of filters list notes by update time.
+
+CJK text is indexed as overlapping character pairs (``db.index_text``) and
+queries are split the same way, so a two-character word inside a longer run is
+found, and a single character matches every pair it starts.
+
+Limits, on PostgreSQL only: accents must match exactly (``unaccent`` is not
+assumed), phrases deep inside very long notes may be missed (tsvector
+positions stop at 16,383), and a note whose index would exceed 1 MB is indexed
+by its first 100,000 characters.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, assert_never
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from noteloom import db, outline
+from noteloom.errors import InvalidInput
+from noteloom.query import (
+    CompletedFilter,
+    DateFilter,
+    Filter,
+    IdFilter,
+    NotebookFilter,
+    Query,
+    SourceUrlFilter,
+    TagFilter,
+    TextTerm,
+    Token,
+    TypeFilter,
+    parse_query,
+)
+from noteloom.workspace import Workspace
+
+__all__ = ["SNIPPET_CHARS", "SearchHit", "count_matches", "search_notes"]
+
+#: About how long a snippet is, ellipses aside.
+SNIPPET_CHARS = 200
+MAX_LIMIT = 1000
+#: A filter matching at most this many notes drives a filter-only query (SQLite).
+_DRIVE_LIMIT = 1000
+_SNIPPET_LEAD = 60
+
+_n = db.notes
+_fts = sa.table("notes_fts", sa.column("rowid"), sa.column("rank"))
+# FTS5 reads "notes_fts MATCH ?" (the table's own name) as a match on every column.
+_FTS_TABLE: ColumnElement[Any] = sa.literal_column("notes_fts")
+_SEARCH_VECTOR: ColumnElement[Any] = sa.literal_column("notes.search_vector")
+# ts_rank weights for D, C, B (body), A (title): a title match weighs ten times a body one.
+_PLUS_DELETED: ColumnElement[Any] = sa.literal_column("+notes.deleted_time")
+_PLUS_NOTEBOOK: ColumnElement[Any] = sa.literal_column("+notes.notebook_id")
+_PG_WEIGHTS: ColumnElement[Any] = sa.literal_column("'{0, 0, 0.1, 1}'::float4[]")
+
+
+def _tsquery(text: str) -> ColumnElement[Any]:
+    return sa.func.to_tsquery(sa.literal_column("'simple'::regconfig"), sa.bindparam(None, text, sa.Text))
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One note found by :func:`search_notes`.
+
+    ``snippet`` is whitespace-normalised text around the first place in the body
+    where a query word occurs (the start of the body when the words matched only
+    the title; ``""`` when the query has no word that could match a body).
+    ``section`` is the path of the innermost section holding that place, as the
+    outline and ``read_note`` address it, and ``section_heading`` its heading
+    (``""`` for section ``"0"``); both are ``None`` when no body word anchors the hit.
+    ``score`` is higher for better matches (0.0 for queries made only of filters).
+    """
+
+    id: str
+    title: str
+    notebook_id: str
+    updated_time: int
+    snippet: str
+    section: str | None
+    section_heading: str | None
+    score: float
+
+
+def search_notes(
+    ws: Workspace,
+    query: str | Query,
+    *,
+    limit: int = 20,
+    offset: int = 0,
+    notebook_ids: Collection[str] | None = None,
+    now_ms: int | None = None,
+    conn: Connection | None = None,
+) -> list[SearchHit]:
+    """The notes matching ``query``, best first.
+
+    ``notebook_ids`` restricts the search to exactly those notebooks (``None``:
+    all). ``now_ms`` is the "now" of relative dates (``created:day-7``). ``conn``
+    runs it inside the caller's transaction (which sees its own writes).
+    Raises :class:`~noteloom.errors.QueryError` for a malformed query.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, not {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInput(f"offset must be a whole number from 0 up, not {offset!r}")
+    q = query if isinstance(query, Query) else parse_query(query, now_ms=now_ms)
+    if limit == 0:
+        return []
+    with _reading(ws, conn) as c:
+        rows = _Plan(c, q, notebook_ids).page(limit, offset)
+        bodies: dict[int, str] = {}
+        if rows and q.body_terms:
+            seqs = [r.seq for r in rows]
+            bodies = {
+                r.seq: r.body for r in c.execute(sa.select(_n.c.seq, _n.c.body).where(_n.c.seq.in_(seqs)))
+            }
+    anchor = _anchor_regex(q.body_terms) if q.body_terms else None
+    return [_hit(r, bodies.get(r.seq, ""), anchor) for r in rows]
+
+
+def count_matches(
+    ws: Workspace,
+    query: str | Query,
+    *,
+    notebook_ids: Collection[str] | None = None,
+    now_ms: int | None = None,
+    conn: Connection | None = None,
+) -> int:
+    """How many notes match ``query`` (the same rules as :func:`search_notes`)."""
+    q = query if isinstance(query, Query) else parse_query(query, now_ms=now_ms)
+    with _reading(ws, conn) as c:
+        return _Plan(c, q, notebook_ids).count()
+
+
+@contextmanager
+def _reading(ws: Workspace, conn: Connection | None) -> Iterator[Connection]:
+    if conn is not None:
+        yield conn
+    else:
+        with ws.read() as c:
+            yield c
+
+
+# -- the SQL ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Row:
+    seq: int
+    id: str
+    title: str
+    notebook_id: str
+    updated_time: int
+    score: float
+
+
+_COLUMNS = (_n.c.seq, _n.c.id, _n.c.title, _n.c.notebook_id, _n.c.updated_time)
+
+
+def _row(r: Any, score: float) -> _Row:
+    return _Row(r.seq, r.id, r.title, r.notebook_id, r.updated_time, score)
+
+
+class _Plan:
+    """One query turned into SQL for the connection's engine.
+
+    Three shapes, by what drives the query:
+
+    - text terms: the index yields notes best first (FTS5 ranks inside itself with
+      ``ORDER BY rank LIMIT``), and only those rows are joined and filtered;
+    - filters only, one of them selective (a tag or notebook set with at most
+      ``_DRIVE_LIMIT`` notes): start from its notes and sort them by update time;
+    - filters only otherwise: read live notes newest first through the index of live
+      notes (migration 0002) until the page is full.
+    """
+
+    def __init__(self, conn: Connection, q: Query, notebook_ids: Collection[str] | None) -> None:
+        self.conn = conn
+        self.q = q
+        self.sqlite = conn.dialect.name == "sqlite"
+        self.positive = q.positive_terms
+        self.negative = q.negative_terms
+        self.ranked = bool(self.positive)
+        # Names resolved to ids up front: tags by pattern, notebooks with their sub-notebooks.
+        self.tag_ids = {
+            f.pattern: self._tags_matching(f.pattern)
+            for f in q.filters
+            if isinstance(f, TagFilter) and f.pattern != "*"
+        }
+        books: set[str] | None = None
+        wanted = [f for f in q.filters if isinstance(f, NotebookFilter) and not f.negated]
+        if wanted:  # several notebook: filters are ORed, and restrict even with any:1
+            books = set().union(*(_notebooks_matching(conn, f.pattern) for f in wanted))
+        if notebook_ids is not None:
+            books = set(notebook_ids) if books is None else books & set(notebook_ids)
+        self.books = books
+        self.driver = self._choose_driver()
+
+    # -- choosing how to run --
+
+    def _choose_driver(self) -> TagFilter | Literal["books"] | None:
+        """The selective filter to start from, when the index does not drive (SQLite only:
+        PostgreSQL keeps statistics and plans this itself)."""
+        if not self.sqlite or self.ranked or self.q.match_any:
+            return None
+        best: tuple[int, TagFilter | Literal["books"]] | None = None
+        if self.books is not None:
+            n = self._count(sa.select(sa.func.count()).where(_n.c.notebook_id.in_(sorted(self.books))))
+            best = (n, "books")
+        for f in self.q.filters:
+            if isinstance(f, TagFilter) and not f.negated and f.pattern != "*":
+                nt = db.note_tags
+                n = self._count(sa.select(sa.func.count()).where(nt.c.tag_id.in_(self.tag_ids[f.pattern])))
+                if best is None or n < best[0]:
+                    best = (n, f)
+        return best[1] if best is not None and best[0] <= _DRIVE_LIMIT else None
+
+    def _count(self, stmt: sa.Select[Any]) -> int:
+        return int(self.conn.execute(stmt).scalar_one())
+
+    def _tags_matching(self, pattern: str) -> list[str]:
+        t = db.tags
+        return list(self.conn.execute(sa.select(t.c.id).where(_like(t.c.title_key, pattern))).scalars())
+
+    # -- conditions --
+
+    def _live(self) -> ColumnElement[bool]:
+        """Not in the trash. SQLite has no statistics: told that this holds for most
+        notes, it reads the index of live notes newest first rather than taking the index
+        on ``deleted_time`` and sorting every note; with a driver, the + keeps that index
+        out of the way for good."""
+        if not self.sqlite:
+            return _n.c.deleted_time.is_(None)
+        if self.driver is not None:
+            return _PLUS_DELETED.is_(None)
+        return sa.func.likely(_n.c.deleted_time.is_(None))
+
+    def _conditions(
+        self, *, negated_text: bool = True
+    ) -> tuple[list[ColumnElement[bool]], list[ColumnElement[bool]]]:
+        """(conditions every hit meets, conditions of which one is enough with any:1);
+        ``negated_text=False`` leaves out the negated words, for FTS5 to handle."""
+        required: list[ColumnElement[bool]] = []
+        alternatives: list[ColumnElement[bool]] = []
+        for f in self.q.filters:
+            if isinstance(f, NotebookFilter) and not f.negated:
+                continue  # in self.books
+            if self.q.match_any and not f.negated:
+                alternatives.append(self._filter(f))
+            else:
+                required.append(self._filter(f))
+        if self.books is not None:
+            col: ColumnElement[Any] = _n.c.notebook_id
+            if self.sqlite and self.driver != "books":
+                col = _PLUS_NOTEBOOK  # the recency index has the column; its own index would sort
+            required.append(col.in_(sorted(self.books)))
+        if self.negative and negated_text:
+            required.append(sa.not_(self._matches(self.negative, True)))
+        return required, alternatives
+
+    def _match_text(self, terms: Sequence[TextTerm], any_of: bool) -> str:
+        """The index query for ``terms`` (FTS5 or tsquery syntax)."""
+        if self.sqlite:
+            return (" OR " if any_of else " AND ").join(f"({_fts5_term(t)})" for t in terms)
+        return (" | " if any_of else " & ").join(f"({_tsquery_term(t)})" for t in terms)
+
+    def _matches(self, terms: Sequence[TextTerm], any_of: bool) -> ColumnElement[bool]:
+        """Notes whose index entry matches ``terms``."""
+        text = self._match_text(terms, any_of)
+        if self.sqlite:
+            return _n.c.seq.in_(sa.select(_fts.c.rowid).where(_FTS_TABLE.match(text)))
+        return _SEARCH_VECTOR.bool_op("@@")(_tsquery(text))
+
+    def _where(self) -> list[ColumnElement[bool]]:
+        """Every condition, for counting and for the plans the index does not drive."""
+        required, alternatives = self._conditions()
+        where = [self._live(), *required]
+        pos = self._matches(self.positive, self.q.match_any) if self.positive else None
+        if alternatives:
+            where.append(sa.or_(*([pos] if pos is not None else []), *alternatives))
+        elif pos is not None:
+            where.append(pos)
+        return where
+
+    # -- running it --
+
+    def count(self) -> int:
+        return self._count(sa.select(sa.func.count()).select_from(_n).where(*self._where()))
+
+    def page(self, limit: int, offset: int) -> list[_Row]:
+        if not self.ranked:
+            return self._recent(self._where(), limit, offset)
+        if not self.sqlite:
+            return self._pg_page(limit, offset)
+        required, alternatives = self._conditions(negated_text=False)
+        if alternatives:
+            return self._sqlite_any_page(required, alternatives, limit, offset)
+        return self._sqlite_page(required, limit, offset)
+
+    def _recent(self, where: list[ColumnElement[bool]], limit: int, offset: int) -> list[_Row]:
+        stmt = (
+            sa.select(*_COLUMNS)
+            .where(*where)
+            .order_by(_n.c.updated_time.desc(), _n.c.id)
+            .limit(limit)
+            .offset(offset)
+        )
+        return [_row(r, 0.0) for r in self.conn.execute(stmt)]
+
+    def _fts_ranked(self, required: list[ColumnElement[bool]]) -> sa.Select[Any]:
+        """Text matches meeting ``required``, best first (notes in the trash are not in
+        the index, so nothing else needs checking)."""
+        text = self._match_text(self.positive, self.q.match_any)
+        if self.negative:  # FTS5 excludes them itself, cheaper than a NOT IN
+            text = f"({text}) NOT ({self._match_text(self.negative, True)})"
+        return (
+            sa.select(*_COLUMNS, _fts.c.rank)
+            .select_from(_fts.join(_n, _n.c.seq == _fts.c.rowid))
+            .where(_FTS_TABLE.match(text), *required)
+        )
+
+    def _sqlite_page(self, required: list[ColumnElement[bool]], limit: int, offset: int) -> list[_Row]:
+        stmt = self._fts_ranked(required).order_by(_fts.c.rank)
+        want = offset + limit
+        fetch = want + 1
+        while True:
+            rows = list(self.conn.execute(stmt.limit(fetch)))
+            # Rows tied on rank across the end of the page must all be seen to order them.
+            if len(rows) < fetch or rows[-1].rank != rows[want - 1].rank:
+                break
+            fetch *= 4
+        rows.sort(key=lambda r: (r.rank, -r.updated_time, r.id))
+        return [_row(r, -float(r.rank)) for r in rows[offset:want]]
+
+    def _sqlite_any_page(
+        self,
+        required: list[ColumnElement[bool]],
+        alternatives: list[ColumnElement[bool]],
+        limit: int,
+        offset: int,
+    ) -> list[_Row]:
+        """any:1 with positive filters: the text matches, best first, then the notes that
+        only meet a filter, newest first."""
+        ranked_total = self._count(sa.select(sa.func.count()).select_from(self._fts_ranked(required).subquery()))
+        rows = self._sqlite_page(required, limit, offset) if offset < ranked_total else []
+        if len(rows) < limit:
+            rest = [self._live(), *required, sa.or_(*alternatives)]
+            rest.append(sa.not_(self._matches(self.positive, True)))
+            if self.negative:
+                rest.append(sa.not_(self._matches(self.negative, True)))
+            rows += self._recent(rest, limit - len(rows), max(0, offset - ranked_total))
+        return rows
+
+    def _pg_page(self, limit: int, offset: int) -> list[_Row]:
+        rank: ColumnElement[Any] = sa.func.ts_rank(
+            _PG_WEIGHTS, _SEARCH_VECTOR, _tsquery(self._match_text(self.positive, self.q.match_any)), 1
+        )
+        if self.q.match_any and any(not f.negated for f in self.q.filters):
+            rank = sa.case((self._matches(self.positive, True), rank), else_=sa.null())
+        rk = rank.label("rk")
+        stmt = (
+            sa.select(*_COLUMNS, rk)
+            .where(*self._where())
+            .order_by(rk.desc().nulls_last(), _n.c.updated_time.desc(), _n.c.id)
+            .limit(limit)
+            .offset(offset)
+        )
+        return [_row(r, 0.0 if r.rk is None else float(r.rk)) for r in self.conn.execute(stmt)]
+
+    # -- filters --
+
+    def _filter(self, f: Filter) -> ColumnElement[bool]:
+        cond: ColumnElement[bool]
+        if isinstance(f, TagFilter):
+            nt = db.note_tags
+            if f.pattern == "*":
+                cond = sa.select(nt.c.note_id).where(nt.c.note_id == _n.c.id).exists()
+            elif not self.tag_ids[f.pattern]:
+                return sa.true() if f.negated else sa.false()
+            elif f is self.driver:
+                cond = _n.c.id.in_(sa.select(nt.c.note_id).where(nt.c.tag_id.in_(self.tag_ids[f.pattern])))
+            else:
+                cond = (
+                    sa.select(nt.c.note_id)
+                    .where(nt.c.note_id == _n.c.id, nt.c.tag_id.in_(self.tag_ids[f.pattern]))
+                    .exists()
+                )
+        elif isinstance(f, NotebookFilter):  # negated: positive ones are in self.books
+            cond = _n.c.notebook_id.in_(sorted(_notebooks_matching(self.conn, f.pattern)))
+        elif isinstance(f, DateFilter):
+            col = {"created": _n.c.created_time, "updated": _n.c.updated_time, "due": _n.c.todo_due}[f.field]
+            # "Before" is its own comparison, not NOT(on or after): a missing due date is neither.
+            return col < f.since if f.negated else col >= f.since
+        elif isinstance(f, TypeFilter):
+            cond = _n.c.is_todo.is_(sa.true()) if f.todo else _n.c.is_todo.is_(sa.false())
+        elif isinstance(f, CompletedFilter):
+            done = _n.c.todo_completed.is_not(None) if f.completed else _n.c.todo_completed.is_(None)
+            cond = sa.and_(_n.c.is_todo.is_(sa.true()), done)
+        elif isinstance(f, IdFilter):
+            cond = _n.c.id == f.note_id
+        elif isinstance(f, SourceUrlFilter):
+            cond = _like(sa.func.lower(_n.c.source_url), f.pattern)
+        else:  # pragma: no cover - the union is closed
+            assert_never(f)
+        return sa.not_(cond) if f.negated else cond
+
+
+def _like(col: ColumnElement[Any], pattern: str) -> ColumnElement[bool]:
+    """``col`` matches the lower-case ``pattern``, where ``*`` is the only wildcard."""
+    if "*" not in pattern:
+        return col == pattern
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
+    return col.like(escaped, escape="\\")
+
+
+def _notebooks_matching(conn: Connection, pattern: str) -> set[str]:
+    """Live notebooks whose title (or ``Parent/Child`` path) matches ``pattern``, with every
+    notebook below them."""
+    nb = db.notebooks
+    rows = conn.execute(
+        sa.select(nb.c.id, nb.c.parent_id, nb.c.title).where(nb.c.deleted_time.is_(None))
+    ).all()
+    by_id = {r.id: r for r in rows}
+    children: dict[str, list[str]] = {}
+    for r in rows:
+        if r.parent_id:
+            children.setdefault(r.parent_id, []).append(r.id)
+    rx = _glob(pattern)
+
+    def path(r: Any) -> str:
+        parts, seen = [r.title], {r.id}
+        while r.parent_id in by_id and r.parent_id not in seen:
+            r = by_id[r.parent_id]
+            seen.add(r.id)
+            parts.append(r.title)
+        return "/".join(reversed(parts))
+
+    by_path = "/" in pattern
+    roots = [
+        r.id
+        for r in rows
+        if rx.fullmatch(_fold_title(r.title)) or (by_path and rx.fullmatch(_fold_title(path(r))))
+    ]
+    out: set[str] = set()
+    stack = list(roots)
+    while stack:
+        cur = stack.pop()
+        if cur not in out:
+            out.add(cur)
+            stack.extend(children.get(cur, ()))
+    return out
+
+
+def _fold_title(title: str) -> str:
+    return " ".join(title.lower().split())
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+
+
+# -- index query text --------------------------------------------------------------------
+
+
+def _fts5_term(term: TextTerm) -> str:
+    """A term as FTS5 query syntax; every token is a quoted string, so nothing the user
+    typed is read as FTS5 syntax."""
+    phrase = " + ".join(_fts5_token(tok) for tok in term.tokens)
+    if term.field == "all":
+        return phrase
+    return f"{term.field} : ({phrase})"
+
+
+def _fts5_token(tok: Token) -> str:
+    quoted = '"' + tok.text.replace('"', '""') + '"'
+    return f"{quoted} *" if tok.prefix else quoted
+
+
+def _tsquery_term(term: TextTerm) -> str:
+    """A term as tsquery syntax, each lexeme quoted. A phrase of several words must sit in
+    one field: the title's last word is adjacent to the body's first in the tsvector."""
+    if term.field == "title":
+        return _ts_phrase(term.tokens, "A")
+    if term.field == "body":
+        return _ts_phrase(term.tokens, "B")
+    if len(term.tokens) == 1:
+        return _ts_phrase(term.tokens, "")
+    return f"({_ts_phrase(term.tokens, 'A')}) | ({_ts_phrase(term.tokens, 'B')})"
+
+
+def _ts_phrase(tokens: Sequence[Token], weight: str) -> str:
+    parts = []
+    for tok in tokens:
+        lexeme = "'" + tok.text.replace("\\", "\\\\").replace("'", "''") + "'"
+        label = ("*" if tok.prefix else "") + weight
+        parts.append(f"{lexeme}:{label}" if label else lexeme)
+    return " <-> ".join(parts)
+
+
+# -- snippets and sections ----------------------------------------------------------------
+
+_WORD = re.compile(r"[^\W_]+")
+_CJK_SPLIT = re.compile(f"([{db.CJK_CHARS}]+)")
+_BLANK_LINE = re.compile(r"\n[ \t]*(?:\r\n|\n|\r)")
+_SPACES = re.compile(r"\s+")
+
+
+def _hit(row: _Row, body: str, anchor: re.Pattern[str] | None) -> SearchHit:
+    if anchor is None:
+        return SearchHit(row.id, row.title, row.notebook_id, row.updated_time, "", None, None, row.score)
+    m = anchor.search(body)
+    if m is None:  # the words matched the title only
+        return SearchHit(
+            row.id, row.title, row.notebook_id, row.updated_time, _snippet(body, 0, 0), None, None, row.score
+        )
+    sec = _section_at(body, m.start())
+    return SearchHit(
+        row.id,
+        row.title,
+        row.notebook_id,
+        row.updated_time,
+        _snippet(body, m.start(), m.end()),
+        sec.path,
+        sec.heading,
+        row.score,
+    )
+
+
+def _section_at(body: str, offset: int) -> outline.Section:
+    """The innermost section holding ``offset``. Only the text up to the end of the
+    paragraph holding it can decide which headings come before (a setext underline
+    follows its text), so a long note is parsed no further than that."""
+    m = _BLANK_LINE.search(body, offset)
+    head = body[: m.end()] if m else body
+    return outline.innermost_section_in(outline.sections(head), offset)
+
+
+def _snippet(body: str, start: int, end: int) -> str:
+    """About ``SNIPPET_CHARS`` characters of ``body`` around ``[start, end)``, whitespace
+    collapsed, with … where the text was cut."""
+    lo = max(0, start - 4 * _SNIPPET_LEAD)
+    hi = min(len(body), end + 4 * SNIPPET_CHARS)
+    before = _SPACES.sub(" ", body[lo:start]).lstrip() if lo == 0 else _SPACES.sub(" ", body[lo:start])
+    match = _SPACES.sub(" ", body[start:end])
+    after = _SPACES.sub(" ", body[end:hi])
+    cut_front = lo > 0
+    if len(before) > _SNIPPET_LEAD:
+        before = before[-_SNIPPET_LEAD:]
+        space = before.find(" ")
+        if 0 <= space < 20:
+            before = before[space + 1 :]
+        cut_front = True
+    room = max(0, SNIPPET_CHARS - len(before) - len(match))
+    cut_back = hi < len(body)
+    if len(after) > room:
+        after = after[:room]
+        space = after.rfind(" ")
+        if space > room - 20:
+            after = after[:space]
+        cut_back = True
+    text = (before + match + after).strip()
+    return ("…" if cut_front and text else "") + text + ("…" if cut_back and text else "")
+
+
+@functools.lru_cache(maxsize=256)
+def _anchor_regex(terms: tuple[TextTerm, ...]) -> re.Pattern[str]:
+    """Where any of ``terms`` occurs in a raw body, as the index would have matched it:
+    whole words (a prefix: word starts), any case, any accents; CJK as written."""
+    return re.compile("|".join(f"(?:{_anchor_pattern(t)})" for t in terms), re.IGNORECASE)
+
+
+def _anchor_pattern(term: TextTerm) -> str:
+    pieces: list[tuple[str, bool]] = []  # (regex, is CJK)
+    for word in _WORD.findall(unicodedata.normalize("NFC", term.text)):
+        for k, piece in enumerate(_CJK_SPLIT.split(word)):
+            if piece:
+                pieces.append((re.escape(piece), True) if k % 2 else ("".join(map(_letter, piece)), False))
+    out = []
+    for i, (rx, cjk) in enumerate(pieces):
+        if i:
+            out.append(r"[\W_]*" if cjk or pieces[i - 1][1] else r"[\W_]+")
+        out.append(rx)
+    regex = "".join(out)
+    if not pieces[0][1]:
+        regex = r"(?<![^\W_])" + regex
+    if not pieces[-1][1] and not term.prefix:
+        regex += r"(?![^\W_])"
+    return regex
+
+
+def _letter(ch: str) -> str:
+    """A character class of ``ch`` and every letter that differs from it only by accents."""
+    variants = _accent_variants().get(_fold(ch))
+    if not variants:
+        return re.escape(ch)
+    return "[" + "".join(re.escape(v) for v in sorted(variants | {ch})) + "]"
+
+
+def _fold(ch: str) -> str:
+    low = ch.lower()
+    if len(low) != 1:
+        low = ch
+    return unicodedata.normalize("NFD", low)[0]
+
+
+@functools.cache
+def _accent_variants() -> dict[str, frozenset[str]]:
+    """Base letter → the letters (lower case) that are it with accents, over the Latin,
+    Greek and Cyrillic blocks."""
+    groups: dict[str, set[str]] = {}
+    for cp in [*range(0xC0, 0x250), *range(0x370, 0x530), *range(0x1E00, 0x1F00)]:
+        ch = chr(cp)
+        if not ch.isalpha():
+            continue
+        base = _fold(ch)
+        low = ch.lower()
+        if base != low and len(low) == 1:
+            groups.setdefault(base, {base}).add(low)
+    return {k: frozenset(v) for k, v in groups.items()}
