@@ -9,7 +9,7 @@ models read and write those far better than epoch milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -132,32 +132,37 @@ class Books:
         raise ToolError(f"several notebooks are named {ref!r}: {paths}; give the path or the id")
 
 
-def visible_note(ctx: ToolContext, conn: Connection, note_id: str, books: Books | None = None) -> Note:
+def visible_note(ctx: ToolContext, conn: Connection, note_id: str) -> Note:
     """A live note the scope lets tools see; missing, trashed-out-of-scope and
     out-of-scope notes all read as missing."""
     try:
         note = ctx.workspace.get_note(note_id, include_deleted=True, conn=conn)
     except NotFound:
         raise ToolError(note_missing(note_id)) from None
-    books = books or Books(ctx, conn, include_deleted=note.deleted_time is not None)
-    if note.deleted_time is not None:
-        if not books.in_scope_chain(note.notebook_id):
+    trashed = note.deleted_time is not None
+    if not ctx.scope.unrestricted:
+        books = Books(ctx, conn, include_deleted=trashed)
+        if not (books.in_scope_chain(note.notebook_id) if trashed else books.in_scope(note.notebook_id)):
             raise ToolError(note_missing(note_id))
+    if trashed:
         raise ToolError(
             f"note {note_id!r} is in the trash; restore_note brings it back (list_trash lists the trash)"
         )
-    if not books.in_scope(note.notebook_id):
-        raise ToolError(note_missing(note_id))
     return note
 
 
-def note_meta(note: Note, books: Books) -> dict[str, Any]:
+def notebook_titles(ctx: ToolContext, conn: Connection, notebook_ids: Collection[str]) -> dict[str, str]:
+    """Titles of a few notebooks, in one query (listing every notebook costs more)."""
+    return {b.id: b.title for b in ctx.workspace.notebooks_by_id(set(notebook_ids), conn=conn).values()}
+
+
+def note_meta(note: Note, notebook_title: str) -> dict[str, Any]:
     """What every note-shaped answer carries besides the body."""
     out: dict[str, Any] = {
         "id": note.id,
         "title": note.title,
         "notebook_id": note.notebook_id,
-        "notebook": books.title(note.notebook_id),
+        "notebook": notebook_title,
         "tags": list(note.tags),
         "created_time": iso(note.created_time),
         "updated_time": iso(note.updated_time),
@@ -280,17 +285,15 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
     limit = int(args.get("limit", 20))
     offset = int(args.get("offset", 0))
     ws = ctx.workspace
-    if ctx.scope.unrestricted:
-        books, scoped = None, None
-    else:
+    scoped = None
+    if not ctx.scope.unrestricted:
         with ws.read() as c:
-            books = Books(ctx, c)
-        scoped = books.visible_ids
+            scoped = Books(ctx, c).visible_ids
     # One extra hit tells whether there is a next page without counting every match.
     hits = search_notes(ws, args["query"], limit=limit + 1, offset=offset, notebook_ids=scoped)
     page = hits[:limit]
     with ws.read() as c:
-        books = books or Books(ctx, c)
+        titles = notebook_titles(ctx, c, {h.notebook_id for h in page})
         clipped = ws.clipped_ids([h.id for h in page], conn=c)
     results = []
     for h in page:
@@ -298,7 +301,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
             "id": h.id,
             "title": h.title,
             "notebook_id": h.notebook_id,
-            "notebook": books.title(h.notebook_id),
+            "notebook": titles.get(h.notebook_id, ""),
             "updated_time": iso(h.updated_time),
             "snippet": h.snippet,
         }
@@ -365,9 +368,9 @@ def _read_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
     max_chars = int(args.get("max_chars", READ_BUDGET))
     ws = ctx.workspace
     with ws.read() as c:
-        books = Books(ctx, c)
-        note = visible_note(ctx, c, args["id"], books)
-    payload = note_meta(note, books)
+        note = visible_note(ctx, c, args["id"])
+        title = notebook_titles(ctx, c, [note.notebook_id]).get(note.notebook_id, "")
+    payload = note_meta(note, title)
     section = None
     if args.get("outline"):
         text, what = outline_text(note.body), "outline"
@@ -447,13 +450,14 @@ def _read_notes(ctx: ToolContext, args: dict[str, Any]) -> Any:
     budget = int(args.get("max_chars", READ_BUDGET))
     ws = ctx.workspace
     with ws.read() as c:
-        books = Books(ctx, c)
         found = ws.get_notes(ids, conn=c)
-    notes = [found[i] for i in ids if i in found and books.in_scope(found[i].notebook_id)]
+        allowed = ctx.allowed_notebooks(conn=c)
+        titles = notebook_titles(ctx, c, {n.notebook_id for n in found.values()})
+    notes = [found[i] for i in ids if i in found and (allowed is None or found[i].notebook_id in allowed)]
     shares = share_budget([len(n.body) for n in notes], budget)
     out = []
     for note, share in zip(notes, shares, strict=True):
-        item = note_meta(note, books)
+        item = note_meta(note, titles.get(note.notebook_id, ""))
         item.update(
             body=note.body[:share],
             body_length=len(note.body),
@@ -644,7 +648,7 @@ def _create_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
             tags=args.get("tags", []),
             conn=c,
         )
-    return {**note_meta(note, books), "body_length": len(note.body)}
+    return {**note_meta(note, books.title(note.notebook_id)), "body_length": len(note.body)}
 
 
 CREATE_NOTE = ToolDef(
@@ -706,7 +710,7 @@ def _update_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
     ws = ctx.workspace
     with ws.write() as c:
         books = Books(ctx, c)
-        note = visible_note(ctx, c, args["id"], books)
+        note = visible_note(ctx, c, args["id"])
         fields: dict[str, Any] = {}
         if "title" in args:
             fields["title"] = args["title"]
@@ -732,7 +736,7 @@ def _update_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
         updated = ws.update_note(note.id, conn=c, **fields)
     changed = sorted(k for k in ("title", "body", "notebook_id", "is_todo", "todo_due", "todo_completed")
                      if getattr(updated, k) != getattr(note, k))
-    return {**note_meta(updated, books), "body_length": len(updated.body), "changed": changed}
+    return {**note_meta(updated, books.title(updated.notebook_id)), "body_length": len(updated.body), "changed": changed}
 
 
 def _now_ms() -> int:
