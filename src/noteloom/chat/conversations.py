@@ -1,0 +1,285 @@
+"""Conversations: create, list (pinned first, then most recent), search, rename, pin,
+change controls, delete (soft) and purge (for good, with everything that hangs off them).
+
+Every method takes the acting user's id: a conversation of someone else reads as
+missing. Blocking (database) calls; async callers run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from noteloom import db
+from noteloom.chat import tables as t
+from noteloom.chat.records import Controls, Conversation, check_controls
+from noteloom.db import new_id, now_ms
+from noteloom.errors import InvalidInput, NotFound
+from noteloom.messages import Usage
+
+TITLE_MAX = 200
+
+
+def title_from(text: str, limit: int = 60) -> str:
+    """A conversation title from its first message: the first line, shortened at a word."""
+    line = " ".join(text.strip().split("\n", 1)[0].split()) or "New chat"
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] or line[:limit]
+    return cut.rstrip(",.;:") + "…"
+
+
+def conversation_from_row(r: Any) -> Conversation:
+    controls = Controls(
+        model=r.model,
+        temperature=r.temperature,
+        top_p=r.top_p,
+        max_tokens=r.max_tokens,
+        thinking_level=r.thinking_level,
+        instructions=r.instructions,
+        workspace_tools=bool(r.workspace_tools),
+        workspace_writes=bool(r.workspace_writes),
+    )
+    return Conversation(
+        id=r.id,
+        user_id=r.user_id,
+        title=r.title,
+        pinned=bool(r.pinned),
+        controls=controls,
+        input_tokens=int(r.input_tokens),
+        output_tokens=int(r.output_tokens),
+        cost_usd=Decimal(r.cost_usd),
+        unpriced_turns=int(r.unpriced_turns),
+        created_time=r.created_time,
+        updated_time=r.updated_time,
+        deleted_time=r.deleted_time,
+    )
+
+
+def missing(conversation_id: str) -> str:
+    """The one message for a conversation that is missing, deleted or someone else's."""
+    return f"conversation {conversation_id!r} does not exist; GET /api/v1/chat/conversations lists yours"
+
+
+class Conversations:
+    """The chat's conversations, owner-scoped."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def _w(self, conn: Connection | None) -> Iterator[Connection]:
+        if conn is not None:
+            yield conn
+        else:
+            with db.write_tx(self.engine) as c:
+                yield c
+
+    @contextmanager
+    def _r(self, conn: Connection | None) -> Iterator[Connection]:
+        if conn is not None:
+            yield conn
+        else:
+            with db.read_tx(self.engine) as c:
+                yield c
+
+    def create(
+        self, user_id: str, *, title: str = "", controls: Controls | None = None, conn: Connection | None = None
+    ) -> Conversation:
+        c0 = check_controls(controls or Controls())
+        tm = now_ms()
+        row = {
+            "id": new_id(),
+            "user_id": user_id,
+            "title": _clean_title(title) if title.strip() else "New chat",
+            "pinned": False,
+            **asdict(c0),
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": "0",
+            "unpriced_turns": 0,
+            "created_time": tm,
+            "updated_time": tm,
+        }
+        with self._w(conn) as c:
+            c.execute(t.conversations.insert(), row)
+            return self.get(user_id, row["id"], conn=c)
+
+    def get(
+        self, user_id: str, conversation_id: str, *, include_deleted: bool = False, conn: Connection | None = None
+    ) -> Conversation:
+        with self._r(conn) as c:
+            r = c.execute(
+                sa.select(t.conversations).where(
+                    t.conversations.c.id == conversation_id, t.conversations.c.user_id == user_id
+                )
+            ).first()
+        if r is None or (r.deleted_time is not None and not include_deleted):
+            raise NotFound(missing(conversation_id))
+        return conversation_from_row(r)
+
+    def get_any(self, conversation_id: str, *, conn: Connection | None = None) -> Conversation:
+        """A conversation whoever owns it (for the turn runner, which acts for its owner)."""
+        with self._r(conn) as c:
+            r = c.execute(sa.select(t.conversations).where(t.conversations.c.id == conversation_id)).first()
+        if r is None:
+            raise NotFound(missing(conversation_id))
+        return conversation_from_row(r)
+
+    def find(
+        self,
+        user_id: str,
+        *,
+        search: str | None = None,
+        deleted: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+        conn: Connection | None = None,
+    ) -> list[Conversation]:
+        """Pinned first, then most recently active. ``search`` matches the title or any
+        message's text, literally (``%`` and ``_`` are plain characters), ignoring case."""
+        cv, m = t.conversations, t.messages
+        q = sa.select(cv).where(cv.c.user_id == user_id)
+        q = q.where(cv.c.deleted_time.is_not(None) if deleted else cv.c.deleted_time.is_(None))
+        term = (search or "").strip()
+        if term:
+            needle = term.lower()
+            in_messages = (
+                sa.select(m.c.id)
+                .where(
+                    m.c.conversation_id == cv.c.id,
+                    sa.func.lower(m.c.content).contains(needle, autoescape=True),
+                )
+                .exists()
+            )
+            q = q.where(sa.or_(sa.func.lower(cv.c.title).contains(needle, autoescape=True), in_messages))
+        q = q.order_by(cv.c.pinned.desc(), cv.c.updated_time.desc(), cv.c.id).limit(limit).offset(offset)
+        with self._r(conn) as c:
+            return [conversation_from_row(r) for r in c.execute(q)]
+
+    def update(
+        self,
+        user_id: str,
+        conversation_id: str,
+        *,
+        title: str | None = None,
+        pinned: bool | None = None,
+        controls: dict[str, Any] | None = None,
+        conn: Connection | None = None,
+    ) -> Conversation:
+        """Rename, pin or unpin, and change controls (only the keys given)."""
+        with self._w(conn) as c:
+            current = self.get(user_id, conversation_id, conn=c)
+            values: dict[str, Any] = {}
+            if title is not None:
+                values["title"] = _clean_title(title)
+            if pinned is not None:
+                values["pinned"] = bool(pinned)
+            if controls:
+                values.update(asdict(current.controls.merged(controls)))
+            if values:
+                # Renaming or pinning is not activity: the list order stays put.
+                c.execute(t.conversations.update().where(t.conversations.c.id == conversation_id).values(**values))
+            return self.get(user_id, conversation_id, conn=c)
+
+    def touch(self, conversation_id: str, *, conn: Connection) -> None:
+        """Mark activity: the conversation moves to the top of the list."""
+        conn.execute(
+            t.conversations.update().where(t.conversations.c.id == conversation_id).values(updated_time=now_ms())
+        )
+
+    def add_usage(self, conversation_id: str, usage: Usage, cost: Decimal | None, *, conn: Connection) -> None:
+        """Add one turn's tokens and cost to the running totals."""
+        r = conn.execute(
+            sa.select(t.conversations.c.cost_usd, t.conversations.c.unpriced_turns).where(
+                t.conversations.c.id == conversation_id
+            )
+        ).first()
+        if r is None:
+            return
+        total = Decimal(r.cost_usd) + (cost or Decimal(0))
+        conn.execute(
+            t.conversations.update()
+            .where(t.conversations.c.id == conversation_id)
+            .values(
+                input_tokens=t.conversations.c.input_tokens + usage.input_tokens,
+                output_tokens=t.conversations.c.output_tokens + usage.output_tokens,
+                cost_usd=format_usd(total),
+                unpriced_turns=r.unpriced_turns + (1 if cost is None else 0),
+            )
+        )
+
+    def delete(self, user_id: str, conversation_id: str, *, conn: Connection | None = None) -> None:
+        """Hide a conversation (it stays in the database until purged)."""
+        with self._w(conn) as c:
+            self.get(user_id, conversation_id, conn=c)
+            c.execute(
+                t.conversations.update().where(t.conversations.c.id == conversation_id).values(deleted_time=now_ms())
+            )
+
+    def restore(self, user_id: str, conversation_id: str, *, conn: Connection | None = None) -> Conversation:
+        with self._w(conn) as c:
+            self.get(user_id, conversation_id, include_deleted=True, conn=c)
+            c.execute(t.conversations.update().where(t.conversations.c.id == conversation_id).values(deleted_time=None))
+            return self.get(user_id, conversation_id, conn=c)
+
+    def purge(self, user_id: str, conversation_id: str, *, conn: Connection | None = None) -> int:
+        """Delete a conversation for good with its messages, events, pending actions and
+        proposed edits; returns the number of messages removed. Works on live and deleted ones."""
+        with self._w(conn) as c:
+            self.get(user_id, conversation_id, include_deleted=True, conn=c)
+            return purge_rows(c, [conversation_id])
+
+    def purge_deleted(self, user_id: str, *, conn: Connection | None = None) -> int:
+        """Purge every deleted conversation of ``user_id``; returns how many."""
+        with self._w(conn) as c:
+            ids = list(
+                c.execute(
+                    sa.select(t.conversations.c.id).where(
+                        t.conversations.c.user_id == user_id, t.conversations.c.deleted_time.is_not(None)
+                    )
+                ).scalars()
+            )
+            purge_rows(c, ids)
+            return len(ids)
+
+
+def purge_rows(c: Connection, conversation_ids: list[str]) -> int:
+    """Delete conversations and what hangs off them, children first: the cascade is explicit
+    so it does not depend on SQLite's foreign-key pragma being on for this connection."""
+    if not conversation_ids:
+        return 0
+    msg_ids = list(
+        c.execute(sa.select(t.messages.c.id).where(t.messages.c.conversation_id.in_(conversation_ids))).scalars()
+    )
+    for i in range(0, len(msg_ids), 500):
+        chunk = msg_ids[i : i + 500]
+        for child in (t.events, t.pending_actions, t.edits):
+            c.execute(child.delete().where(child.c.message_id.in_(chunk)))
+    c.execute(t.messages.delete().where(t.messages.c.conversation_id.in_(conversation_ids)))
+    c.execute(t.conversations.delete().where(t.conversations.c.id.in_(conversation_ids)))
+    return len(msg_ids)
+
+
+def format_usd(amount: Decimal) -> str:
+    """A dollar amount as text without exponent notation (``1E-7`` would not sort or read well)."""
+    text = format(amount.normalize(), "f")
+    return text if text not in ("-0", "") else "0"
+
+
+def _clean_title(title: str) -> str:
+    if not isinstance(title, str):
+        raise InvalidInput("title must be text")
+    cleaned = " ".join(title.split())
+    if not cleaned:
+        raise InvalidInput("title must not be empty")
+    if len(cleaned) > TITLE_MAX:
+        raise InvalidInput(f"title is {len(cleaned)} characters long; keep it under {TITLE_MAX}")
+    return cleaned
+

@@ -1,0 +1,213 @@
+"""What the chat keeps: conversations, messages, turn events, pending actions, proposed edits.
+
+Plain frozen dataclasses; the stores build them from rows and the surfaces turn
+them into JSON. Statuses and event kinds are closed ``Literal`` sets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from decimal import Decimal
+from typing import Any, Literal, get_args
+
+from noteloom.errors import InvalidInput
+from noteloom.messages import Message, Usage
+from noteloom.providers.base import THINKING_LEVELS, ThinkingLevel
+
+ChatRole = Literal["user", "assistant", "note"]
+MessageStatus = Literal["running", "complete", "failed", "cancelled", "awaiting_confirmation"]
+#: A turn in one of these states is not running: nothing will change it but a user's action.
+SETTLED: frozenset[str] = frozenset({"complete", "failed", "cancelled", "awaiting_confirmation"})
+ActionStatus = Literal["pending", "approved", "declined"]
+EditStatus = Literal["proposed", "accepted", "rejected", "undone"]
+EventKind = Literal[
+    "status",  # the turn's status changed (running, after a confirmation, or settled)
+    "activity",  # a stage label: "Waiting for model…", "Running tool: search_notes…"
+    "text",  # a piece of answer text
+    "thinking",  # a piece of reasoning
+    "tool_call",  # the model asked for a tool
+    "tool_result",  # a tool answered
+    "usage",  # tokens and cost so far
+    "edit",  # a proposed edit to the open note
+    "pending_action",  # a call waits for the user's approval
+    "error",  # the turn failed; the data carries the classified code and message
+    "done",  # the turn settled; always the last event of a run
+]
+EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
+#: The command of the note row ``/clear`` writes: history sent to a model starts after it.
+CLEAR_COMMAND = "clear"
+
+
+@dataclass(frozen=True)
+class Controls:
+    """A conversation's model controls and capability toggles; ``None`` = the setting's default."""
+
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    thinking_level: ThinkingLevel | None = None
+    instructions: str | None = None
+    #: Offer workspace tools at all (search, read, write notes).
+    workspace_tools: bool = True
+    #: Offer the workspace tools that write (still only those enabled in the registry).
+    workspace_writes: bool = True
+
+    def merged(self, changes: dict[str, Any]) -> Controls:
+        """These controls with ``changes`` applied and checked; unknown keys are refused."""
+        names = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise InvalidInput(f"unknown control {unknown[0]!r}; known controls: {', '.join(sorted(names))}")
+        return check_controls(replace(self, **changes))
+
+
+def check_controls(c: Controls) -> Controls:
+    """``c`` if every control is in range; ``InvalidInput`` naming the first one that is not."""
+    if c.model is not None and (not isinstance(c.model, str) or not c.model.strip() or len(c.model) > 200):
+        raise InvalidInput(f"model {c.model!r} is not a model name; write it as provider:model, e.g. echo:echo")
+    if c.temperature is not None and not _number_in(c.temperature, 0.0, 2.0):
+        raise InvalidInput(f"temperature {c.temperature!r} is out of range; use a number from 0 to 2")
+    if c.top_p is not None and not _number_in(c.top_p, 0.0, 1.0):
+        raise InvalidInput(f"top_p {c.top_p!r} is out of range; use a number from 0 to 1")
+    if c.max_tokens is not None and (
+        isinstance(c.max_tokens, bool) or not isinstance(c.max_tokens, int) or not 1 <= c.max_tokens <= 1_000_000
+    ):
+        raise InvalidInput(f"max_tokens {c.max_tokens!r} is out of range; use a whole number from 1 to 1000000")
+    if c.thinking_level is not None and c.thinking_level not in THINKING_LEVELS:
+        raise InvalidInput(
+            f"thinking_level {c.thinking_level!r} is unknown; use one of {', '.join(THINKING_LEVELS)}"
+        )
+    if c.instructions is not None and len(c.instructions) > 20_000:
+        raise InvalidInput(f"instructions are {len(c.instructions)} characters long; keep them under 20000")
+    for name in ("workspace_tools", "workspace_writes"):
+        if not isinstance(getattr(c, name), bool):
+            raise InvalidInput(f"{name} must be true or false, not {getattr(c, name)!r}")
+    return c
+
+
+def _number_in(value: Any, low: float, high: float) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and low <= value <= high
+    )
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    user_id: str
+    title: str
+    pinned: bool
+    controls: Controls
+    input_tokens: int
+    output_tokens: int
+    #: The sum of the priced turns; ``unpriced_turns`` > 0 makes it a lower bound.
+    cost_usd: Decimal
+    unpriced_turns: int
+    created_time: int
+    updated_time: int
+    deleted_time: int | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A selected range of a note body, in code points (not UTF-16 units), and its text then."""
+
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class NoteContext:
+    """The note the user had open when sending, and what was selected in it."""
+
+    note_id: str
+    selection: Selection | None = None
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    id: str
+    conversation_id: str
+    position: int
+    role: ChatRole
+    #: The visible text (Markdown): the user's words, the assistant's answer, a note's output.
+    content: str
+    status: MessageStatus
+    created_time: int
+    updated_time: int
+    #: Assistant rows: the canonical messages of the turn, replayed as history.
+    transcript: tuple[Message, ...] = ()
+    error_code: str | None = None
+    error_message: str | None = None
+    activity: str | None = None
+    model: str | None = None
+    stop_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    #: ``None``: nobody knows the price (never a made-up zero).
+    cost_usd: Decimal | None = None
+    cancel_requested: bool = False
+    note_context: NoteContext | None = None
+    #: Note rows: the slash command that wrote them.
+    command: str | None = None
+    started_time: int | None = None
+    finished_time: int | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.status in SETTLED
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    """One stored event of a turn; ``seq`` counts from 1 per assistant message."""
+
+    seq: int
+    kind: EventKind
+    data: dict[str, Any]
+    time: int
+
+
+@dataclass(frozen=True)
+class PendingAction:
+    """A tool call held for the user's approval."""
+
+    id: str
+    message_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    description: str
+    status: ActionStatus
+    created_time: int
+    decided_time: int | None = None
+
+
+@dataclass(frozen=True)
+class ProposedEdit:
+    """A change to a note a session tool proposed; the user accepts or rejects it.
+
+    ``span_start``/``span_end`` locate ``old_text`` in the body as it was when proposed;
+    accepting replaces it with ``new_text`` — only if ``old_text`` is still there.
+    """
+
+    id: str
+    message_id: str
+    note_id: str
+    tool: str
+    anchor: str | None
+    span_start: int
+    span_end: int
+    old_text: str
+    new_text: str
+    text: str
+    status: EditStatus
+    created_time: int
+    revision_id: str | None = None
+    applied_time: int | None = None
+    decided_time: int | None = None

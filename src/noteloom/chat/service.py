@@ -1,0 +1,393 @@
+"""The chat service: what the web page, the JSON API and the command line call.
+
+``ChatService`` is the one entry point: conversations, sending (slash commands or a
+turn run in the background), reading a message as it runs, its events (live and
+stored, resumable by sequence number), cancel, confirmations and proposed edits.
+``chat_lifespan`` runs its turn runner for the life of a server and registers the
+service as ``services["chat"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from anyio import to_thread
+
+from noteloom import db
+from noteloom.chat.commands import Command, parse_command
+from noteloom.chat.conversations import title_from
+from noteloom.chat.eventlog import events_after, last_seq
+from noteloom.chat.export import ExportFormat, export
+from noteloom.chat.records import (
+    ChatMessage,
+    Controls,
+    Conversation,
+    NoteContext,
+    ProposedEdit,
+    Selection,
+    TurnEvent,
+)
+from noteloom.chat.turns import TurnRunner
+from noteloom.chat.views import conversation_view, edit_view, message_view, usd
+from noteloom.chat.wiring import ChatSettings, Host, Stores, providers_of
+from noteloom.errors import ConfigError, InvalidInput, NotFound
+from noteloom.workspace import Note, User
+
+T = TypeVar("T")
+MESSAGE_MAX = 100_000
+SERVICE_KEY = "chat"
+
+
+@dataclass(frozen=True)
+class SendResult:
+    conversation_id: str
+    message_id: str
+    status: str
+    #: The user's own message (absent for slash commands, which only leave a note).
+    user_message_id: str | None = None
+    created_conversation: bool = False
+
+
+async def _thread(fn: Callable[..., T], *args: Any) -> T:
+    return await to_thread.run_sync(fn, *args)
+
+
+class ChatService:
+    """Conversations and turns for the users of one app."""
+
+    def __init__(self, host: Host, settings: ChatSettings | None = None) -> None:
+        self.host = host
+        self.settings = settings or ChatSettings.from_file(host.settings.file)
+        self.stores = Stores.open(host.workspace)
+        self.runner = TurnRunner(host, self.stores, self.settings)
+
+    # -- conversations ----------------------------------------------------------------
+
+    async def conversations(
+        self, user: User, *, search: str | None = None, deleted: bool = False, limit: int = 100, offset: int = 0
+    ) -> list[Conversation]:
+        return await _thread(
+            lambda: self.stores.conversations.find(user.id, search=search, deleted=deleted, limit=limit, offset=offset)
+        )
+
+    async def conversation(self, user: User, conversation_id: str) -> dict[str, Any]:
+        """A conversation with its messages, as the API shows them."""
+
+        def load() -> dict[str, Any]:
+            st = self.stores
+            with self.host.workspace.read() as c:
+                conv = st.conversations.get(user.id, conversation_id, conn=c)
+                msgs = st.transcript.of_conversation(user.id, conversation_id, conn=c)
+                views = [self._view(m, c) for m in msgs]
+            return {**conversation_view(conv), "messages": views}
+
+        return await _thread(load)
+
+    async def update_conversation(
+        self, user: User, conversation_id: str, *, title: str | None = None, pinned: bool | None = None,
+        controls: dict[str, Any] | None = None,
+    ) -> Conversation:
+        if controls and controls.get("model"):
+            await _thread(self.check_model, controls["model"])
+        return await _thread(
+            lambda: self.stores.conversations.update(
+                user.id, conversation_id, title=title, pinned=pinned, controls=controls
+            )
+        )
+
+    async def delete_conversation(self, user: User, conversation_id: str, *, permanent: bool = False) -> int:
+        """Soft-delete, or purge for good (returns the number of messages purged)."""
+        if permanent:
+            return await _thread(self.stores.conversations.purge, user.id, conversation_id)
+        await _thread(self.stores.conversations.delete, user.id, conversation_id)
+        return 0
+
+    async def restore_conversation(self, user: User, conversation_id: str) -> Conversation:
+        return await _thread(self.stores.conversations.restore, user.id, conversation_id)
+
+    async def export(self, user: User, conversation_id: str, fmt: ExportFormat) -> tuple[str, str]:
+        """``(file name, text)`` of the conversation in Markdown or plain text."""
+
+        def load() -> tuple[str, str]:
+            with self.host.workspace.read() as c:
+                conv = self.stores.conversations.get(user.id, conversation_id, conn=c)
+                msgs = self.stores.transcript.of_conversation(user.id, conversation_id, conn=c)
+            stem = "".join(ch if ch.isalnum() or ch in "-_ " else "_" for ch in conv.title).strip()[:60] or "chat"
+            return f"{stem.replace(' ', '-')}.{fmt}", export(conv, msgs, fmt)
+
+        return await _thread(load)
+
+    # -- models -----------------------------------------------------------------------
+
+    def check_model(self, address: str) -> str:
+        """The canonical ``provider:model`` for ``address``; ``InvalidInput`` if it cannot be used."""
+        try:
+            _, _, canonical = self.runner.resolve_model(address)
+        except ConfigError as exc:
+            raise InvalidInput(f"model {address!r} cannot be used: {exc}") from None
+        return canonical
+
+    def models(self) -> dict[str, Any]:
+        """The models the settings drawer offers, and the defaults for the controls."""
+        providers = providers_of(self.host)
+        options: list[dict[str, Any]] = []
+        for info in providers.describe():
+            if not info.ready:
+                continue
+            names = list(dict.fromkeys([*( [info.default_model] if info.default_model else []), *info.models]))
+            options += [{"id": f"{info.name}:{m}", "provider": info.name, "local": bool(info.local)} for m in names]
+        try:
+            default = self.runner.resolve_model(self.settings.model)[2]
+        except ConfigError:
+            default = None
+        d = self.settings.defaults
+        return {
+            "default_model": default,
+            "models": options,
+            "defaults": {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": d.max_tokens,
+                         "thinking_level": d.thinking_level},
+        }
+
+    # -- sending ----------------------------------------------------------------------
+
+    async def send(
+        self,
+        user: User,
+        text: str,
+        *,
+        conversation_id: str | None = None,
+        note_id: str | None = None,
+        selection: tuple[int, int] | None = None,
+        controls: dict[str, Any] | None = None,
+    ) -> SendResult:
+        """Store the message and start its turn in the background (or run a slash command)."""
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("message must not be empty")
+        if len(text) > MESSAGE_MAX:
+            raise InvalidInput(f"message is {len(text)} characters long; keep it under {MESSAGE_MAX}")
+        command = parse_command(text)
+        if command is None and not self.runner.accepting:
+            raise ConfigError("the chat's turn runner is not running; start noteloom with `noteloom serve`")
+        if controls and controls.get("model"):
+            await _thread(self.check_model, controls["model"])
+        if command is not None:
+            return await self._command(user, command, conversation_id, controls)
+        model = await _thread(self._model_label, conversation_id, user, controls)
+
+        def store() -> tuple[Conversation, ChatMessage, ChatMessage, bool]:
+            st = self.stores
+            with self.host.workspace.write() as c:
+                context = self._note_context(note_id, selection, c)
+                created = conversation_id is None
+                if conversation_id is None:
+                    conv = st.conversations.create(
+                        user.id, title=title_from(text), controls=Controls().merged(controls or {}), conn=c
+                    )
+                else:
+                    conv = st.conversations.update(user.id, conversation_id, controls=controls, conn=c)
+                asked, answer = st.transcript.start_exchange(conv.id, text, note_context=context, model=model, conn=c)
+            return conv, asked, answer, created
+
+        conv, asked, answer, created = await _thread(store)
+        self.runner.start(answer.id)
+        return SendResult(conv.id, answer.id, answer.status, asked.id, created)
+
+    def _model_label(self, conversation_id: str | None, user: User, controls: dict[str, Any] | None) -> str | None:
+        """The address a new turn will most likely use, to show while it runs (best effort)."""
+        wanted = (controls or {}).get("model")
+        if not wanted and conversation_id:
+            try:
+                wanted = self.stores.conversations.get(user.id, conversation_id).controls.model
+            except NotFound:
+                return None
+        try:
+            return self.runner.resolve_model(wanted or self.settings.model)[2]
+        except ConfigError:
+            return None
+
+    def _note_context(self, note_id: str | None, selection: tuple[int, int] | None, c: Any) -> NoteContext | None:
+        if note_id is None:
+            if selection is not None:
+                raise InvalidInput("note_context.selection needs note_context.note_id")
+            return None
+        try:
+            note: Note = self.host.workspace.get_note(note_id, conn=c)
+        except NotFound:
+            raise InvalidInput(f"note_context.note_id: note {note_id!r} does not exist or is in the trash") from None
+        if selection is None:
+            return NoteContext(note.id)
+        start, end = selection
+        if not 0 <= start <= end <= len(note.body):
+            raise InvalidInput(
+                f"note_context.selection: {start}..{end} is outside the note (0..{len(note.body)} characters)"
+            )
+        if start == end:
+            return NoteContext(note.id)
+        return NoteContext(note.id, Selection(start, end, note.body[start:end]))
+
+    async def _command(
+        self, user: User, command: Command, conversation_id: str | None, controls: dict[str, Any] | None
+    ) -> SendResult:
+        answer = ""
+        if command.name == "model" and command.argument:
+            canonical = await _thread(self.check_model, command.argument)
+        else:
+            canonical = ""
+
+        def run() -> tuple[Conversation, ChatMessage, bool]:
+            nonlocal answer
+            st = self.stores
+            with self.host.workspace.write() as c:
+                created = conversation_id is None
+                conv = (
+                    st.conversations.create(user.id, controls=Controls().merged(controls or {}), conn=c)
+                    if conversation_id is None
+                    else st.conversations.get(user.id, conversation_id, conn=c)
+                )
+                if command.name == "clear":
+                    answer = "Context cleared: the model will not see the messages above this line."
+                elif command.name == "model":
+                    if canonical:
+                        conv = st.conversations.update(user.id, conv.id, controls={"model": canonical}, conn=c)
+                        answer = f"Model set to `{canonical}` for this conversation."
+                    else:
+                        answer = f"This conversation uses `{conv.controls.model or self._default_label()}`."
+                elif command.name == "system":
+                    value = command.argument or None
+                    conv = st.conversations.update(user.id, conv.id, controls={"instructions": value}, conn=c)
+                    answer = "Instructions set for this conversation." if value else "Instructions reset to the default."
+                else:
+                    cost = usd(conv.cost_usd)
+                    partial = f" (not counting {conv.unpriced_turns} unpriced turn(s))" if conv.unpriced_turns else ""
+                    answer = (f"Tokens so far: {conv.input_tokens} in, {conv.output_tokens} out. "
+                              f"Cost: ${cost}{partial}.")
+                note = st.transcript.add_note(conv.id, answer, command=command.name, conn=c)
+            return conv, note, created
+
+        conv, note, created = await _thread(run)
+        return SendResult(conv.id, note.id, note.status, None, created)
+
+    def _default_label(self) -> str:
+        try:
+            return self.runner.resolve_model(self.settings.model)[2]
+        except ConfigError:
+            return "no model configured"
+
+    # -- a running turn ----------------------------------------------------------------
+
+    def _view(self, m: ChatMessage, c: Any) -> dict[str, Any]:
+        pending = self.stores.transcript.pending_of(m.id, conn=c) if m.role == "assistant" else None
+        edits: list[ProposedEdit] = self.stores.edits.of_message(m.id, conn=c) if m.role == "assistant" else []
+        seq = last_seq(c, m.id) if m.role == "assistant" else 0
+        return message_view(m, pending=pending, edits=edits, live=self.runner.live.get(m.id), last_seq=seq)
+
+    async def message(self, user: User, message_id: str) -> dict[str, Any]:
+        """A message as it stands: a running turn's partial text, activity and running time;
+        a settled one's content, usage, cost, pending action and proposed edits."""
+
+        def load() -> dict[str, Any]:
+            with self.host.workspace.read() as c:
+                return self._view(self.stores.transcript.get(user.id, message_id, conn=c), c)
+
+        return await _thread(load)
+
+    async def cancel(self, user: User, message_id: str) -> bool:
+        """Ask a running turn to stop; ``True`` when it had settled already."""
+        settled = await _thread(self.stores.transcript.request_cancel, user.id, message_id)
+        if not settled:
+            self.runner.cancel_live(message_id)
+        return settled
+
+    async def confirm(self, user: User, message_id: str, decision: Literal["approve", "decline"]) -> dict[str, Any]:
+        """Approve or decline the tool call a turn waits on; the same message continues."""
+        if not self.runner.accepting:
+            raise ConfigError("the chat's turn runner is not running; start noteloom with `noteloom serve`")
+
+        def decide() -> int:
+            with self.host.workspace.write() as c:
+                self.stores.transcript.decide(user.id, message_id, decision, conn=c)
+                return last_seq(c, message_id)
+
+        seq = await _thread(decide)
+        self.runner.start(message_id, seq + 1)
+        return await self.message(user, message_id)
+
+    async def events(self, user: User, message_id: str, after_seq: int = 0) -> AsyncIterator[TurnEvent]:
+        """The turn's events after ``after_seq``, live while it runs; ends once it has settled."""
+        msg = await _thread(self.stores.transcript.get, user.id, message_id)
+        if msg.role != "assistant":
+            raise InvalidInput(f"message {message_id!r} is the user's; its answer is the message after it")
+        last = after_seq
+        engine = self.host.workspace.engine
+
+        def stored(after: int) -> list[TurnEvent]:
+            with db.read_tx(engine) as c:
+                return events_after(c, message_id, after)
+
+        while True:
+            live = self.runner.live.get(message_id)
+            if live is not None and last >= live.first_seq - 1:
+                batch = live.after(last)
+                for event in batch:
+                    yield event
+                    last = event.seq
+                if not batch and not live.closed:
+                    await live.wait(15.0)
+                if batch or not live.closed:
+                    continue
+            rows = await _thread(stored, last)
+            for event in rows:
+                yield event
+                last = event.seq
+            if rows:
+                continue
+            current = await _thread(self.stores.transcript.get_any, message_id)
+            if current.settled:
+                rows = await _thread(stored, last)  # what committed between the two reads
+                if not rows:
+                    return
+                for event in rows:
+                    yield event
+                    last = event.seq
+                continue
+            await self.runner.live.wait_for_any(self.settings.cancel_poll)
+
+    # -- proposed edits -----------------------------------------------------------------
+
+    async def accept_edit(self, user: User, edit_id: str) -> tuple[dict[str, Any], Note]:
+        edit, note = await _thread(self.stores.edits.accept, user.id, edit_id)
+        return edit_view(edit), note
+
+    async def reject_edit(self, user: User, edit_id: str) -> dict[str, Any]:
+        return edit_view(await _thread(self.stores.edits.reject, user.id, edit_id))
+
+    async def undo_edit(self, user: User, edit_id: str) -> tuple[dict[str, Any], Note]:
+        edit, note = await _thread(self.stores.edits.undo, user.id, edit_id)
+        return edit_view(edit), note
+
+    # -- pending actions across conversations (the command line) -----------------------
+
+    async def pending(self, user: User) -> list[dict[str, Any]]:
+        rows = await _thread(self.stores.transcript.pending_for_user, user.id)
+        out = []
+        for msg, action in rows:
+            conv = await _thread(self.stores.conversations.get, user.id, msg.conversation_id)
+            out.append({"message_id": msg.id, "conversation_id": conv.id, "conversation": conv.title,
+                        "tool": action.tool, "arguments": action.arguments, "description": action.description})
+        return out
+
+
+@asynccontextmanager
+async def chat_lifespan(host: Host) -> AsyncIterator[ChatService]:
+    """Run the chat for a server's lifetime; the service is ``host.services["chat"]`` meanwhile."""
+    service = ChatService(host)
+    async with service.runner.running():
+        host.services[SERVICE_KEY] = service
+        try:
+            yield service
+        finally:
+            host.services.pop(SERVICE_KEY, None)
+

@@ -1,0 +1,135 @@
+"""The chat's tables (SQLAlchemy Core); migration ``0004`` creates them.
+
+A conversation belongs to one user. Each message is one row; an assistant row keeps
+the canonical messages of its turn (model replies and tool results) so the turn
+replays exactly. Turn events, pending actions and proposed edits hang off the
+assistant message and go with it.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from noteloom.db import MS, metadata
+
+ID = sa.String(32)
+#: A decimal amount of US dollars as text: exact on both engines (SQLite has no DECIMAL).
+USD = sa.String(40)
+
+conversations = sa.Table(
+    "chat_conversations",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("title", sa.Text, nullable=False, default=""),
+    sa.Column("pinned", sa.Boolean, nullable=False, default=False),
+    # Controls; NULL means "the setting's default".
+    sa.Column("model", sa.String(200)),
+    sa.Column("temperature", sa.Float),
+    sa.Column("top_p", sa.Float),
+    sa.Column("max_tokens", sa.Integer),
+    sa.Column("thinking_level", sa.String(16)),
+    sa.Column("instructions", sa.Text),
+    sa.Column("workspace_tools", sa.Boolean, nullable=False, default=True),
+    sa.Column("workspace_writes", sa.Boolean, nullable=False, default=True),
+    # Running totals over the conversation's turns.
+    sa.Column("input_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("cost_usd", USD, nullable=False, default="0"),
+    # Turns whose price nobody knew: the total above is then a lower bound.
+    sa.Column("unpriced_turns", sa.Integer, nullable=False, default=0),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("updated_time", MS, nullable=False),
+    sa.Column("deleted_time", MS),
+    sa.Index("ix_chat_conversations_user", "user_id", "updated_time"),
+)
+
+messages = sa.Table(
+    "chat_messages",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column(
+        "conversation_id", ID, sa.ForeignKey("chat_conversations.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),  # user | assistant | note
+    # Note rows: the slash command that wrote them (``clear`` starts a fresh context).
+    sa.Column("command", sa.String(32)),
+    sa.Column("content", sa.Text, nullable=False, default=""),
+    # Assistant rows: the turn's canonical messages as a JSON list (see noteloom.messages).
+    sa.Column("transcript", sa.Text),
+    sa.Column("status", sa.String(24), nullable=False),
+    sa.Column("error_code", sa.String(40)),
+    sa.Column("error_message", sa.Text),
+    sa.Column("activity", sa.Text),
+    sa.Column("model", sa.String(200)),
+    sa.Column("stop_reason", sa.String(32)),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("cache_read_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("cache_write_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("reasoning_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("cost_usd", USD),  # NULL: unknown
+    # The cross-process cancel signal: the running turn re-reads it.
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
+    # The note the user had open when sending, and the selected text then.
+    sa.Column("note_id", ID),
+    sa.Column("selection_start", sa.Integer),
+    sa.Column("selection_end", sa.Integer),
+    sa.Column("selection_text", sa.Text),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("started_time", MS),
+    sa.Column("finished_time", MS),
+    # A running turn refreshes this; one that stops doing so was left behind by a crash.
+    sa.Column("heartbeat_time", MS),
+    sa.Column("updated_time", MS, nullable=False),
+    sa.UniqueConstraint("conversation_id", "position", name="uq_chat_messages_position"),
+    sa.Index("ix_chat_messages_status", "status"),
+)
+
+events = sa.Table(
+    "chat_events",
+    metadata,
+    sa.Column("message_id", ID, sa.ForeignKey("chat_messages.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("data", sa.Text, nullable=False),  # JSON
+    sa.Column("time", MS, nullable=False),
+)
+
+pending_actions = sa.Table(
+    "chat_pending_actions",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("message_id", ID, sa.ForeignKey("chat_messages.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("call_id", sa.String(200), nullable=False),
+    sa.Column("tool", sa.String(200), nullable=False),
+    sa.Column("arguments", sa.Text, nullable=False),  # JSON
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # pending | approved | declined
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("decided_time", MS),
+)
+
+edits = sa.Table(
+    "chat_edits",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("message_id", ID, sa.ForeignKey("chat_messages.id", ondelete="CASCADE"), nullable=False, index=True),
+    # No foreign key: an edit outlives a purged note (and then can no longer be accepted).
+    sa.Column("note_id", ID, nullable=False),
+    sa.Column("tool", sa.String(64), nullable=False),
+    # How to find the place again: an anchor text, a fenced block's tag, or a selection.
+    sa.Column("anchor", sa.Text),
+    sa.Column("span_start", sa.Integer, nullable=False),
+    sa.Column("span_end", sa.Integer, nullable=False),
+    sa.Column("old_text", sa.Text, nullable=False),
+    sa.Column("new_text", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),  # what the model wrote
+    sa.Column("status", sa.String(16), nullable=False),  # proposed | accepted | rejected | undone
+    # On accept: the revision that holds the version before the edit, and the note's time after.
+    sa.Column("revision_id", ID),
+    sa.Column("applied_time", MS),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("decided_time", MS),
+)

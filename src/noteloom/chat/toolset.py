@@ -1,0 +1,164 @@
+"""The tools of one chat turn: workspace tools from the registry plus session tools for
+the note the user has open. Building the list is a pure function of its inputs.
+
+- no note open → workspace tools only;
+- a note, no selection → workspace tools + ``rewrite_paragraph``, ``insert_before_anchor``,
+  ``insert_after_anchor``, ``append_to_note``, and ``replace_structured_block`` only
+  when the note has a fenced block;
+- a selection → workspace tools + ``edit_selection`` only.
+
+Session tools never write: each call becomes a proposed edit the user accepts or
+rejects (``propose_edit``). The conversation's toggles narrow the workspace tools
+(off, or read-only); they never add a tool the registry has disabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from noteloom.chat.anchors import AnchorError, SessionTool, fenced_blocks, plan
+from noteloom.chat.edits import Edits
+from noteloom.chat.records import Controls, ProposedEdit, Selection
+from noteloom.errors import NotFound
+from noteloom.tools import ToolContext, ToolDef, ToolError
+
+#: The proposer a turn hands in: records one session tool call as a proposed edit.
+Proposer = Callable[[SessionTool, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+SESSION_TOOL_NAMES: tuple[SessionTool, ...] = (
+    "edit_selection",
+    "rewrite_paragraph",
+    "insert_before_anchor",
+    "insert_after_anchor",
+    "append_to_note",
+    "replace_structured_block",
+)
+
+
+@dataclass(frozen=True)
+class FocusedNote:
+    """The note open beside the chat, as it was when the message was sent."""
+
+    note_id: str
+    title: str
+    body: str
+    selection: Selection | None = None
+
+
+_TEXT = {"type": "string", "description": "The new Markdown text."}
+_ANCHOR = {
+    "type": "string",
+    "minLength": 1,
+    "description": "A short phrase copied exactly from the note that occurs only once in it "
+    "and lies in the paragraph meant.",
+}
+_SCHEMAS: dict[SessionTool, tuple[str, dict[str, Any]]] = {
+    "edit_selection": (
+        "Replace the text the user has selected in the open note with new text. The user "
+        "reviews the change and accepts or rejects it.",
+        {"text": _TEXT},
+    ),
+    "rewrite_paragraph": (
+        "Replace the paragraph of the open note that contains the anchor phrase with new text "
+        "(a paragraph is a run of lines between blank lines; a fenced block counts as one). "
+        "The user reviews the change and accepts or rejects it.",
+        {"anchor": _ANCHOR, "text": _TEXT},
+    ),
+    "insert_before_anchor": (
+        "Insert new text as a paragraph just before the paragraph of the open note that "
+        "contains the anchor phrase. The user reviews the change and accepts or rejects it.",
+        {"anchor": _ANCHOR, "text": _TEXT},
+    ),
+    "insert_after_anchor": (
+        "Insert new text as a paragraph just after the paragraph of the open note that "
+        "contains the anchor phrase. The user reviews the change and accepts or rejects it.",
+        {"anchor": _ANCHOR, "text": _TEXT},
+    ),
+    "append_to_note": (
+        "Add new text at the end of the open note. The user reviews the change and accepts or rejects it.",
+        {"text": _TEXT},
+    ),
+    "replace_structured_block": (
+        "Replace the contents of the fenced code block of the open note whose tag (the word "
+        "after the opening ``` fence, such as mermaid or json) is given; the fences stay. The "
+        "user reviews the change and accepts or rejects it.",
+        {"tag": {"type": "string", "minLength": 1, "description": "The block's tag, e.g. mermaid."}, "text": _TEXT},
+    ),
+}
+
+
+def session_tool_names(note: FocusedNote | None) -> list[SessionTool]:
+    """Which session tools a turn offers for ``note``."""
+    if note is None:
+        return []
+    if note.selection is not None:
+        return ["edit_selection"]
+    names: list[SessionTool] = ["rewrite_paragraph", "insert_before_anchor", "insert_after_anchor", "append_to_note"]
+    if fenced_blocks(note.body):
+        names.append("replace_structured_block")
+    return names
+
+
+def workspace_tools(enabled: Sequence[ToolDef], controls: Controls) -> list[ToolDef]:
+    """The registry's enabled tools, narrowed by the conversation's toggles."""
+    if not controls.workspace_tools:
+        return []
+    if not controls.workspace_writes:
+        return [t for t in enabled if t.effect == "read"]
+    return list(enabled)
+
+
+def session_tool(name: SessionTool, propose: Proposer) -> ToolDef:
+    description, props = _SCHEMAS[name]
+
+    async def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
+        return await propose(name, args)
+
+    return ToolDef(
+        name=name,
+        description=description,
+        input_schema={"type": "object", "properties": props, "required": list(props), "additionalProperties": False},
+        handler=handler,
+        # Proposals change nothing until the user accepts them.
+        effect="read",
+        title=name.replace("_", " ").capitalize(),
+    )
+
+
+def turn_tools(note: FocusedNote | None, enabled: Sequence[ToolDef], controls: Controls, propose: Proposer) -> list[ToolDef]:
+    """Every tool the turn offers; a session tool wins over a registry tool of the same name."""
+    session = [session_tool(n, propose) for n in session_tool_names(note)]
+    taken = {t.name for t in session}
+    return [t for t in workspace_tools(enabled, controls) if t.name not in taken] + session
+
+
+def is_session_tool(name: str) -> bool:
+    return name in SESSION_TOOL_NAMES
+
+
+def propose_edit(
+    edits: Edits, message_id: str, focused: FocusedNote, tool: SessionTool, args: dict[str, Any]
+) -> ProposedEdit:
+    """Plan a session tool's edit against the note as it is now and store it as proposed.
+
+    ``ToolError`` (seen by the model) when the anchor, tag or selection names no single place.
+    """
+    try:
+        note = edits.workspace.get_note(focused.note_id)
+    except NotFound:
+        raise ToolError(f"the open note {focused.note_id!r} is gone or in the trash; nothing can be edited") from None
+    text = str(args.get("text", ""))
+    selection = None
+    if tool == "edit_selection":
+        sel = focused.selection
+        if sel is None:
+            raise ToolError("nothing is selected in the note; use another tool")
+        selection = (sel.start, sel.end, sel.text)
+    try:
+        planned = plan(tool, note.body, text, anchor=args.get("anchor"), tag=args.get("tag"), selection=selection)
+    except AnchorError as exc:
+        raise ToolError(str(exc)) from None
+    locator = args.get("tag") if tool == "replace_structured_block" else args.get("anchor")
+    return edits.propose(message_id, note.id, tool, planned, text=text, anchor=locator)

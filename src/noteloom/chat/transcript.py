@@ -1,0 +1,429 @@
+"""The messages of conversations, one row each, and the pending actions of parked turns.
+
+A turn is a user row plus one assistant row whose status moves from ``running`` to
+``complete``, ``failed``, ``cancelled`` or ``awaiting_confirmation``; a confirmation
+sets it ``running`` again and the same row continues. ``note`` rows hold what slash
+commands print; they are shown, never sent to a model. Blocking calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any, Literal, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from noteloom import db
+from noteloom.chat import tables as t
+from noteloom.chat.conversations import Conversations, format_usd
+from noteloom.chat.records import (
+    SETTLED,
+    ChatMessage,
+    MessageStatus,
+    NoteContext,
+    PendingAction,
+    Selection,
+)
+from noteloom.db import new_id, now_ms
+from noteloom.errors import Conflict, NotFound
+from noteloom.messages import Message, Usage, messages_from_list, messages_to_list
+
+#: What a turn's error says when the server stopped under it.
+INTERRUPTED = "The server stopped while this turn was running. Send the message again to retry."
+
+
+def message_missing(message_id: str) -> str:
+    return f"message {message_id!r} does not exist; open the conversation to see its messages"
+
+
+def _message_from_row(r: Any) -> ChatMessage:
+    context = None
+    if r.note_id:
+        selection = None
+        if r.selection_start is not None and r.selection_end is not None:
+            selection = Selection(r.selection_start, r.selection_end, r.selection_text or "")
+        context = NoteContext(r.note_id, selection)
+    return ChatMessage(
+        id=r.id,
+        conversation_id=r.conversation_id,
+        position=r.position,
+        role=r.role,
+        content=r.content,
+        status=r.status,
+        created_time=r.created_time,
+        updated_time=r.updated_time,
+        transcript=tuple(messages_from_list(json.loads(r.transcript))) if r.transcript else (),
+        error_code=r.error_code,
+        error_message=r.error_message,
+        activity=r.activity,
+        model=r.model,
+        stop_reason=r.stop_reason,
+        usage=Usage(
+            int(r.input_tokens), int(r.output_tokens), int(r.cache_read_tokens),
+            int(r.cache_write_tokens), int(r.reasoning_tokens),
+        ),
+        cost_usd=Decimal(r.cost_usd) if r.cost_usd is not None else None,
+        cancel_requested=bool(r.cancel_requested),
+        note_context=context,
+        command=r.command,
+        started_time=r.started_time,
+        finished_time=r.finished_time,
+    )
+
+
+def _pending_from_row(r: Any) -> PendingAction:
+    return PendingAction(
+        r.id, r.message_id, r.call_id, r.tool, json.loads(r.arguments), r.description, r.status,
+        r.created_time, r.decided_time,
+    )
+
+
+class Transcript:
+    """Messages and pending actions, owner-scoped through their conversation."""
+
+    def __init__(self, engine: Engine, conversations: Conversations) -> None:
+        self.engine = engine
+        self.conversations = conversations
+
+    @contextmanager
+    def _w(self, conn: Connection | None) -> Iterator[Connection]:
+        if conn is not None:
+            yield conn
+        else:
+            with db.write_tx(self.engine) as c:
+                yield c
+
+    @contextmanager
+    def _r(self, conn: Connection | None) -> Iterator[Connection]:
+        if conn is not None:
+            yield conn
+        else:
+            with db.read_tx(self.engine) as c:
+                yield c
+
+    # -- reading ----------------------------------------------------------------------
+
+    def get(self, user_id: str, message_id: str, *, conn: Connection | None = None) -> ChatMessage:
+        """A message of one of ``user_id``'s live conversations."""
+        m, cv = t.messages, t.conversations
+        with self._r(conn) as c:
+            r = c.execute(
+                sa.select(m)
+                .select_from(m.join(cv, cv.c.id == m.c.conversation_id))
+                .where(m.c.id == message_id, cv.c.user_id == user_id, cv.c.deleted_time.is_(None))
+            ).first()
+        if r is None:
+            raise NotFound(message_missing(message_id))
+        return _message_from_row(r)
+
+    def get_any(self, message_id: str, *, conn: Connection | None = None) -> ChatMessage:
+        with self._r(conn) as c:
+            r = c.execute(sa.select(t.messages).where(t.messages.c.id == message_id)).first()
+        if r is None:
+            raise NotFound(message_missing(message_id))
+        return _message_from_row(r)
+
+    def of_conversation(self, user_id: str, conversation_id: str, *, conn: Connection | None = None) -> list[ChatMessage]:
+        with self._r(conn) as c:
+            self.conversations.get(user_id, conversation_id, conn=c)
+            rows = c.execute(
+                sa.select(t.messages).where(t.messages.c.conversation_id == conversation_id).order_by(t.messages.c.position)
+            ).all()
+        return [_message_from_row(r) for r in rows]
+
+    def all_of(self, conversation_id: str, *, conn: Connection | None = None) -> list[ChatMessage]:
+        with self._r(conn) as c:
+            rows = c.execute(
+                sa.select(t.messages).where(t.messages.c.conversation_id == conversation_id).order_by(t.messages.c.position)
+            ).all()
+        return [_message_from_row(r) for r in rows]
+
+    def active_turn(self, conversation_id: str, *, conn: Connection) -> ChatMessage | None:
+        """The conversation's turn that is running or waits for a confirmation, if any."""
+        r = conn.execute(
+            sa.select(t.messages)
+            .where(
+                t.messages.c.conversation_id == conversation_id,
+                t.messages.c.status.in_(["running", "awaiting_confirmation"]),
+            )
+            .limit(1)
+        ).first()
+        return _message_from_row(r) if r is not None else None
+
+    # -- writing ----------------------------------------------------------------------
+
+    def _next_position(self, conversation_id: str, conn: Connection) -> int:
+        top = conn.execute(
+            sa.select(sa.func.max(t.messages.c.position)).where(t.messages.c.conversation_id == conversation_id)
+        ).scalar()
+        return int(top or 0) + 1
+
+    def _lock_conversation(self, conversation_id: str, conn: Connection) -> None:
+        """Serialise sends to one conversation (SQLite's write lock does this already)."""
+        conn.execute(
+            sa.select(t.conversations.c.id).where(t.conversations.c.id == conversation_id).with_for_update()
+        ).first()
+
+    def start_exchange(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        note_context: NoteContext | None,
+        model: str | None,
+        conn: Connection,
+    ) -> tuple[ChatMessage, ChatMessage]:
+        """Store the user's message and a ``running`` assistant message after it.
+
+        ``Conflict`` when the conversation already has a turn running or parked.
+        """
+        self._lock_conversation(conversation_id, conn)
+        active = self.active_turn(conversation_id, conn=conn)
+        if active is not None:
+            if active.status == "running":
+                raise Conflict(
+                    f"conversation {conversation_id!r} has a turn running (message {active.id!r}); "
+                    "wait for it or cancel it first"
+                )
+            raise Conflict(
+                f"conversation {conversation_id!r} has a tool call waiting for approval (message "
+                f"{active.id!r}); approve or decline it first"
+            )
+        pos = self._next_position(conversation_id, conn)
+        tm = now_ms()
+        sel = note_context.selection if note_context else None
+        common = {
+            "conversation_id": conversation_id,
+            "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
+            "reasoning_tokens": 0, "cancel_requested": False, "created_time": tm, "updated_time": tm,
+            "note_id": note_context.note_id if note_context else None,
+            "selection_start": sel.start if sel else None,
+            "selection_end": sel.end if sel else None,
+            "selection_text": sel.text if sel else None,
+        }
+        user_id, asst_id = new_id(), new_id()
+        conn.execute(
+            t.messages.insert(),
+            [
+                {**common, "id": user_id, "position": pos, "role": "user", "content": text, "status": "complete"},
+                {
+                    **common, "id": asst_id, "position": pos + 1, "role": "assistant", "content": "",
+                    "status": "running", "model": model, "started_time": tm, "heartbeat_time": tm,
+                    "transcript": "[]",
+                },
+            ],
+        )
+        self.conversations.touch(conversation_id, conn=conn)
+        return self.get_any(user_id, conn=conn), self.get_any(asst_id, conn=conn)
+
+    def add_note(self, conversation_id: str, content: str, *, command: str, conn: Connection) -> ChatMessage:
+        """A ``note`` row: output of a slash command, shown but never sent to a model."""
+        self._lock_conversation(conversation_id, conn)
+        tm = now_ms()
+        mid = new_id()
+        conn.execute(
+            t.messages.insert(),
+            {
+                "id": mid, "conversation_id": conversation_id, "position": self._next_position(conversation_id, conn),
+                "role": "note", "command": command, "content": content, "status": "complete", "input_tokens": 0, "output_tokens": 0,
+                "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0,
+                "cancel_requested": False, "created_time": tm, "updated_time": tm,
+            },
+        )
+        self.conversations.touch(conversation_id, conn=conn)
+        return self.get_any(mid, conn=conn)
+
+    def save_progress(
+        self,
+        message_id: str,
+        *,
+        content: str,
+        activity: str | None,
+        transcript: Sequence[Message] | None = None,
+        conn: Connection,
+    ) -> None:
+        """The partial answer and the stage label of a running turn (also its heartbeat)."""
+        tm = now_ms()
+        values: dict[str, Any] = {"content": content, "activity": activity, "heartbeat_time": tm, "updated_time": tm}
+        if transcript is not None:
+            values["transcript"] = json.dumps(messages_to_list(transcript))
+        conn.execute(
+            t.messages.update().where(t.messages.c.id == message_id, t.messages.c.status == "running").values(**values)
+        )
+
+    def resume(self, message_id: str, *, conn: Connection) -> None:
+        """A parked turn runs again (after its pending action was decided)."""
+        tm = now_ms()
+        conn.execute(
+            t.messages.update()
+            .where(t.messages.c.id == message_id)
+            .values(status="running", cancel_requested=False, heartbeat_time=tm, updated_time=tm, activity=None)
+        )
+
+    def finish(
+        self,
+        message_id: str,
+        *,
+        status: MessageStatus,
+        content: str,
+        transcript: Sequence[Message],
+        usage: Usage,
+        cost: Decimal | None,
+        model: str | None,
+        stop_reason: str | None,
+        error_code: str | None = None,
+        error_message: str | None = None,
+        conn: Connection,
+    ) -> None:
+        """Settle a run of a turn; its tokens and cost are added to the message's and the
+        conversation's totals (a resumed turn adds each run's share once)."""
+        row = conn.execute(sa.select(t.messages).where(t.messages.c.id == message_id)).first()
+        if row is None:
+            return
+        total_cost = cost
+        if row.finished_time is not None:  # an earlier run of this turn (before a confirmation)
+            prior = Decimal(row.cost_usd) if row.cost_usd is not None else None
+            total_cost = prior + cost if (prior is not None and cost is not None) else None
+        tm = now_ms()
+        conn.execute(
+            t.messages.update()
+            .where(t.messages.c.id == message_id)
+            .values(
+                status=status,
+                content=content,
+                transcript=json.dumps(messages_to_list(transcript)),
+                input_tokens=row.input_tokens + usage.input_tokens,
+                output_tokens=row.output_tokens + usage.output_tokens,
+                cache_read_tokens=row.cache_read_tokens + usage.cache_read_tokens,
+                cache_write_tokens=row.cache_write_tokens + usage.cache_write_tokens,
+                reasoning_tokens=row.reasoning_tokens + usage.reasoning_tokens,
+                cost_usd=format_usd(total_cost) if total_cost is not None else None,
+                model=model or row.model,
+                stop_reason=stop_reason,
+                error_code=error_code,
+                error_message=error_message,
+                activity=None,
+                cancel_requested=False,
+                finished_time=tm,
+                updated_time=tm,
+            )
+        )
+        self.conversations.add_usage(row.conversation_id, usage, cost, conn=conn)
+        self.conversations.touch(row.conversation_id, conn=conn)
+
+    def request_cancel(self, user_id: str, message_id: str) -> bool:
+        """Ask a running turn to stop; ``True`` when it had settled already (nothing to do)."""
+        with self._w(None) as c:
+            msg = self.get(user_id, message_id, conn=c)
+            if msg.role != "assistant":
+                raise Conflict(f"message {message_id!r} is the user's; cancel the assistant message after it")
+            if msg.status != "running":
+                return True
+            c.execute(t.messages.update().where(t.messages.c.id == message_id).values(cancel_requested=True))
+            return False
+
+    def cancel_requested(self, message_id: str) -> bool:
+        with self._r(None) as c:
+            return bool(
+                c.execute(sa.select(t.messages.c.cancel_requested).where(t.messages.c.id == message_id)).scalar()
+            )
+
+    def heartbeat(self, message_id: str) -> bool:
+        """Refresh a running turn's heartbeat; returns whether cancel was requested meanwhile."""
+        with self._w(None) as c:
+            c.execute(
+                t.messages.update()
+                .where(t.messages.c.id == message_id, t.messages.c.status == "running")
+                .values(heartbeat_time=now_ms())
+            )
+            return bool(
+                c.execute(sa.select(t.messages.c.cancel_requested).where(t.messages.c.id == message_id)).scalar()
+            )
+
+    def orphaned(self, older_than_ms: int, *, conn: Connection) -> list[str]:
+        """Running turns whose heartbeat stopped before ``older_than_ms``: their runner is gone."""
+        m = t.messages
+        return list(
+            conn.execute(
+                sa.select(m.c.id).where(
+                    m.c.status == "running",
+                    sa.or_(m.c.heartbeat_time.is_(None), m.c.heartbeat_time < older_than_ms),
+                )
+            ).scalars()
+        )
+
+    # -- pending actions ---------------------------------------------------------------
+
+    def add_pending(
+        self, message_id: str, *, call_id: str, tool: str, arguments: dict[str, Any], description: str,
+        conn: Connection,
+    ) -> PendingAction:
+        pid = new_id()
+        conn.execute(
+            t.pending_actions.insert(),
+            {
+                "id": pid, "message_id": message_id, "call_id": call_id, "tool": tool,
+                "arguments": json.dumps(arguments), "description": description, "status": "pending",
+                "created_time": now_ms(),
+            },
+        )
+        r = conn.execute(sa.select(t.pending_actions).where(t.pending_actions.c.id == pid)).one()
+        return _pending_from_row(r)
+
+    def pending_of(self, message_id: str, *, conn: Connection | None = None) -> PendingAction | None:
+        """The latest pending action of a message (decided or not)."""
+        with self._r(conn) as c:
+            r = c.execute(
+                sa.select(t.pending_actions)
+                .where(t.pending_actions.c.message_id == message_id)
+                .order_by(t.pending_actions.c.created_time.desc(), t.pending_actions.c.id.desc())
+                .limit(1)
+            ).first()
+        return _pending_from_row(r) if r is not None else None
+
+    def pending_for_user(self, user_id: str, *, conn: Connection | None = None) -> list[tuple[ChatMessage, PendingAction]]:
+        """Every action waiting for ``user_id``'s decision, oldest first."""
+        m, cv, p = t.messages, t.conversations, t.pending_actions
+        with self._r(conn) as c:
+            rows = c.execute(
+                sa.select(p.c.message_id)
+                .select_from(p.join(m, m.c.id == p.c.message_id).join(cv, cv.c.id == m.c.conversation_id))
+                .where(
+                    p.c.status == "pending", m.c.status == "awaiting_confirmation",
+                    cv.c.user_id == user_id, cv.c.deleted_time.is_(None),
+                )
+                .order_by(p.c.created_time)
+            ).scalars().all()
+            out = []
+            for mid in rows:
+                action = self.pending_of(mid, conn=c)
+                if action is not None:
+                    out.append((self.get_any(mid, conn=c), action))
+            return out
+
+    def decide(
+        self, user_id: str, message_id: str, decision: Literal["approve", "decline"], *, conn: Connection
+    ) -> PendingAction:
+        """Record the user's decision on a parked turn's pending action; the turn is
+        ``running`` again when this returns. ``Conflict`` if nothing waits."""
+        msg = self.get(user_id, message_id, conn=conn)
+        action = self.pending_of(message_id, conn=conn)
+        if msg.status != "awaiting_confirmation" or action is None or action.status != "pending":
+            state = "has settled" if msg.status in SETTLED else f"is {msg.status}"
+            raise Conflict(f"message {message_id!r} has no action waiting for a decision (the turn {state})")
+        status = "approved" if decision == "approve" else "declined"
+        res = conn.execute(
+            t.pending_actions.update()
+            .where(t.pending_actions.c.id == action.id, t.pending_actions.c.status == "pending")
+            .values(status=status, decided_time=now_ms())
+        )
+        if not res.rowcount:
+            raise Conflict(f"the action of message {message_id!r} was decided already")
+        self.resume(message_id, conn=conn)
+        decided = self.pending_of(message_id, conn=conn)
+        return cast(PendingAction, decided)
+

@@ -1,0 +1,487 @@
+"""Running chat turns in the background: the agent loop, its events, cancel and confirmations.
+
+A ``TurnRunner`` owns one task group for the life of the server (entered by the web
+app's lifespan). Each turn runs as a task in it:
+
+- its events go to a ``LiveTurn`` (listeners wake at once) and a writer stores them,
+  with the partial answer and the stage label, in batches;
+- a watcher re-reads the turn's cancel flag (a cancel may come from another process)
+  and refreshes its heartbeat;
+- the end is written in one transaction: the last events, the pending action if the
+  turn parked, the final status, tokens and cost. Only then is the last event shown.
+
+A turn whose heartbeat stops (its server crashed) is marked failed, "interrupted",
+at start-up and by a reaper that runs while the server does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+import anyio
+import sqlalchemy as sa
+from anyio import to_thread
+from anyio.abc import TaskGroup
+
+from noteloom import db
+from noteloom.agent import (
+    ActivityEvent,
+    CancelToken,
+    Decision,
+    DoneEvent,
+    PendingEvent,
+    RunEvent,
+    RunOptions,
+    RunResult,
+    StopReason,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    run,
+)
+from noteloom.agent import PendingAction as HeldCall
+from noteloom.chat.eventlog import LiveTurn, LiveTurns, append_events, last_seq
+from noteloom.chat.history import cap_history, history_before
+from noteloom.chat.policy import describe_call, overrides_from, policy_for
+from noteloom.chat.prompt import system_prompt, voice
+from noteloom.chat.records import (
+    ChatMessage,
+    Controls,
+    Conversation,
+    MessageStatus,
+    PendingAction,
+    TurnEvent,
+)
+from noteloom.chat.toolset import FocusedNote, Proposer, is_session_tool, propose_edit, turn_tools
+from noteloom.chat.transcript import INTERRUPTED
+from noteloom.chat.views import edit_view, usd
+from noteloom.chat.wiring import SYSTEM_PROMPT_KEY, ChatSettings, Host, Stores, providers_of
+from noteloom.db import now_ms
+from noteloom.errors import ConfigError, NoteloomError, NotFound
+from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
+from noteloom.providers.base import Provider
+from noteloom.tools import ToolContext, ToolDef, ToolError
+from noteloom.workspace import User
+
+log = logging.getLogger("noteloom.chat")
+
+_STATUS: dict[StopReason, MessageStatus] = {
+    "end_turn": "complete",
+    "max_steps": "complete",
+    "budget_exceeded": "complete",
+    "awaiting_confirmation": "awaiting_confirmation",
+    "cancelled": "cancelled",
+    "error": "failed",
+}
+
+
+@dataclass
+class _Prepared:
+    """Everything a run needs, loaded in one go off the event loop."""
+
+    message: ChatMessage
+    user_message: ChatMessage
+    conversation: Conversation
+    rows: list[ChatMessage]
+    user: User
+    focused: FocusedNote | None
+    enabled: list[ToolDef]
+    runtime: dict[str, Any]
+    global_voice: str | None
+    context: ToolContext
+    decision: Decision | None = None
+    pending: PendingAction | None = None
+
+
+@dataclass
+class _Outcome:
+    status: MessageStatus
+    transcript: list[Message]
+    usage: Usage = field(default_factory=Usage)
+    cost: Decimal | None = None
+    model: str | None = None
+    stop_reason: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    pending: HeldCall | None = None
+
+
+def visible_text(messages: Sequence[Message]) -> str:
+    return "\n\n".join(m.text for m in messages if m.role == "assistant" and m.text)
+
+
+class TurnRunner:
+    """Starts, runs and settles chat turns; see the module docstring."""
+
+    def __init__(self, host: Host, stores: Stores, settings: ChatSettings) -> None:
+        self.host = host
+        self.stores = stores
+        self.settings = settings
+        self.live = LiveTurns()
+        self._tg: TaskGroup | None = None
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[TurnRunner]:
+        """Own the background tasks: recover orphaned turns, run a reaper, and on exit
+        settle the turns still running as interrupted."""
+        await to_thread.run_sync(self.recover, now_ms() - int(self.settings.stale_after * 1000))
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._reaper)
+            try:
+                yield self
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()
+
+    @property
+    def accepting(self) -> bool:
+        return self._tg is not None
+
+    async def _reaper(self) -> None:
+        while True:
+            await anyio.sleep(self.settings.stale_after / 2)
+            try:
+                await to_thread.run_sync(self.recover, now_ms() - int(self.settings.stale_after * 1000))
+            except Exception:  # a failed sweep is retried at the next one
+                log.exception("could not mark interrupted chat turns")
+
+    def recover(self, older_than_ms: int) -> list[str]:
+        """Mark running turns with a heartbeat older than ``older_than_ms`` failed ("interrupted")."""
+        t = self.stores.transcript
+        done: list[str] = []
+        with db.write_tx(self.stores.conversations.engine) as c:
+            for mid in t.orphaned(older_than_ms, conn=c):
+                if self.live.get(mid) is not None:
+                    continue
+                msg = t.get_any(mid, conn=c)
+                seq = last_seq(c, mid)
+                stamp = now_ms()
+                error = {"code": "interrupted", "message": INTERRUPTED}
+                append_events(c, mid, [
+                    _event(seq + 1, "error", error, stamp),
+                    _event(seq + 2, "done", {"status": "failed", "stop_reason": "error", "error": error}, stamp),
+                ])
+                t.finish(mid, status="failed", content=msg.content, transcript=msg.transcript, usage=Usage(),
+                         cost=None, model=msg.model, stop_reason="error", error_code="interrupted",
+                         error_message=INTERRUPTED, conn=c)
+                done.append(mid)
+        if done:
+            log.warning("marked %d chat turn(s) interrupted: %s", len(done), ", ".join(done))
+        return done
+
+    # -- starting -----------------------------------------------------------------------
+
+    def start(self, message_id: str, first_seq: int = 1) -> LiveTurn:
+        """Run the turn of ``message_id`` in the background (the row is ``running`` already)."""
+        if self._tg is None:
+            raise ConfigError("the chat's turn runner is not running; start noteloom with `noteloom serve`")
+        live = self._register(message_id, first_seq)
+        self._tg.start_soon(self.run_turn, message_id, live)
+        return live
+
+    def _register(self, message_id: str, first_seq: int) -> LiveTurn:
+        if self.live.get(message_id) is not None:
+            raise ConfigError(f"message {message_id!r} is running in this process already")
+        live = LiveTurn(message_id, first_seq)
+        self.live.add(live)
+        return live
+
+    def cancel_live(self, message_id: str) -> None:
+        """Signal a turn running in this process at once (the database flag covers the rest)."""
+        live = self.live.get(message_id)
+        if live is not None:
+            live.cancelled.set()
+
+    async def run_turn(self, message_id: str, live: LiveTurn | None = None) -> None:
+        """Run (or resume) a turn to its end; the CLI awaits this directly."""
+        if live is None:
+            first = await to_thread.run_sync(self._last_seq, message_id) + 1
+            live = self._register(message_id, first)
+        try:
+            await self._run(live)
+        finally:
+            self.live.remove(live)
+            live.close()
+
+    def _last_seq(self, message_id: str) -> int:
+        with db.read_tx(self.stores.conversations.engine) as c:
+            return last_seq(c, message_id)
+
+    # -- one run ------------------------------------------------------------------------
+
+    async def _run(self, live: LiveTurn) -> None:
+        outcome: _Outcome | None = None
+        prep: _Prepared | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._writer, live)
+                watch = anyio.CancelScope()
+                token = CancelToken()
+                tg.start_soon(self._watch, live, token, watch)
+                try:
+                    prep = await to_thread.run_sync(self._prepare, live.message_id)
+                    if prep.message.content:
+                        live.text = prep.message.content + "\n\n"
+                    live.emit("status", {"status": "running", "resumed": prep.decision is not None})
+                    outcome = await self._agent(prep, live, token)
+                except NoteloomError as exc:
+                    outcome = self._failed(prep, "model_unavailable" if isinstance(exc, ConfigError) else "chat_error", str(exc))
+                except Exception:
+                    log.exception("chat turn %s failed", live.message_id)
+                    outcome = self._failed(prep, "internal_error", "Something went wrong on our side (it was logged). Try again.")
+                finally:
+                    watch.cancel()
+                    live.stop_writing()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._settle(live, self._failed(prep, "interrupted", INTERRUPTED), prep)
+            raise
+        with anyio.CancelScope(shield=True):
+            await self._settle(live, outcome or self._failed(prep, "internal_error", "The turn ended without a result."), prep)
+
+    def _failed(self, prep: _Prepared | None, code: str, message: str) -> _Outcome:
+        transcript = list(prep.message.transcript) if prep else []
+        return _Outcome("failed", transcript, stop_reason="error", error_code=code, error_message=message)
+
+    def _prepare(self, message_id: str) -> _Prepared:
+        st, ws = self.stores, self.host.workspace
+        with ws.read() as c:
+            msg = st.transcript.get_any(message_id, conn=c)
+            conv = st.conversations.get_any(msg.conversation_id, conn=c)
+            rows = st.transcript.all_of(conv.id, conn=c)
+            before = [r for r in rows if r.position < msg.position and r.role == "user"]
+            if not before:
+                raise NotFound(f"message {message_id!r} answers no question; send a new message")
+            user_row = before[-1]
+            pending = st.transcript.pending_of(message_id, conn=c)
+            decision: Decision | None = None
+            if pending is not None and pending.status != "pending" and _unanswered(msg.transcript, pending.call_id):
+                decision = "approve" if pending.status == "approved" else "decline"
+            u = c.execute(sa.select(db.users).where(db.users.c.id == conv.user_id)).first()
+            user = User(u.id, u.name, bool(u.is_owner)) if u else User(conv.user_id, "", False)
+            focused = None
+            ctx = user_row.note_context
+            if ctx is not None:
+                try:
+                    note = ws.get_note(ctx.note_id, conn=c)
+                    focused = FocusedNote(note.id, note.title, note.body, ctx.selection)
+                except NotFound:
+                    focused = None  # closed or deleted meanwhile: no session tools
+            runtime = ws.settings_with_prefix("tool.", conn=c)
+            global_voice = ws.get_setting(SYSTEM_PROMPT_KEY, conn=c)
+        enabled = self.host.registry.enabled(ws)
+        context = self.host.tool_context(user)
+        return _Prepared(msg, user_row, conv, rows, user, focused, enabled, runtime,
+                         global_voice if isinstance(global_voice, str) else self.settings.system_prompt,
+                         context, decision, pending)
+
+    def _controls(self, conv: Conversation) -> Controls:
+        c, d = conv.controls, self.settings.defaults
+        return Controls(
+            model=c.model or self.settings.model,
+            temperature=c.temperature if c.temperature is not None else d.temperature,
+            top_p=c.top_p if c.top_p is not None else d.top_p,
+            max_tokens=c.max_tokens if c.max_tokens is not None else d.max_tokens,
+            thinking_level=c.thinking_level or d.thinking_level,
+            instructions=c.instructions,
+            workspace_tools=c.workspace_tools,
+            workspace_writes=c.workspace_writes,
+        )
+
+    def resolve_model(self, address: str | None) -> tuple[Provider, str, str]:
+        """The provider, model and canonical address a turn uses (``ConfigError`` if none)."""
+        providers = providers_of(self.host)
+        provider, model = providers.resolve(address or None)
+        return provider, model, f"{provider.name}:{model}"
+
+    async def _agent(self, prep: _Prepared, live: LiveTurn, token: CancelToken) -> _Outcome:
+        controls = self._controls(prep.conversation)
+        provider, model, address = self.resolve_model(controls.model)
+        msg = prep.message
+        propose = self._proposer(prep, live)
+        tools = turn_tools(prep.focused, prep.enabled, controls, propose)
+        names = [t.name for t in tools]
+        system = system_prompt(
+            voice_text=voice(controls.instructions, prep.global_voice),
+            now=datetime.now().astimezone(),
+            note=prep.focused,
+            tool_names=names,
+        )
+        history = cap_history(
+            [*history_before(prep.rows, prep.user_message.position), Message.user(prep.user_message.content),
+             *msg.transcript],
+            self.settings.history_bytes,
+        )
+        overrides = overrides_from(self.settings.tool_policies, prep.runtime)
+        options = RunOptions(
+            max_output_tokens=controls.max_tokens,
+            thinking=controls.thinking_level,
+            temperature=controls.temperature,
+            top_p=controls.top_p,
+            call_policy=lambda tool, args: policy_for(tool, args, overrides),
+            decisions={prep.pending.call_id: prep.decision} if prep.pending and prep.decision else {},
+            describe=describe_call,
+        )
+        sink = _Sink(live)
+        result: RunResult = await run(
+            provider, model, system, history,
+            [t for t in tools if not is_session_tool(t.name)], prep.context, options,
+            session_tools=[t for t in tools if is_session_tool(t.name)],
+            on_event=sink, cancel=token,
+        )
+        transcript = [*msg.transcript, *result.messages]
+        status = _STATUS[result.stop_reason]
+        return _Outcome(
+            status, transcript, result.usage, result.cost, address, result.stop_reason,
+            result.error.code if result.error else None, str(result.error) if result.error else None,
+            result.pending,
+        )
+
+    def _proposer(self, prep: _Prepared, live: LiveTurn) -> Proposer:
+        focused, edits, message_id = prep.focused, self.stores.edits, prep.message.id
+
+        async def propose(tool: Any, args: dict[str, Any]) -> dict[str, Any]:
+            if focused is None:
+                raise ToolError("no note is open; the note-editing tools need one")
+            edit = await to_thread.run_sync(propose_edit, edits, message_id, focused, tool, args)
+            live.emit("edit", edit_view(edit))
+            return {
+                "edit_id": edit.id,
+                "status": "proposed",
+                "message": "Shown to the user as a proposed change; it is applied only if they accept it.",
+            }
+
+        return propose
+
+    # -- background helpers ---------------------------------------------------------------
+
+    async def _writer(self, live: LiveTurn) -> None:
+        """Store events as they come, in batches; stops once asked to and nothing is left."""
+        while True:
+            if not live.unsaved:
+                if live.stopping:
+                    return
+                await live.wait(self.settings.heartbeat)
+            batch = live.take_unsaved()
+            if batch:
+                with anyio.CancelScope(shield=True):
+                    await to_thread.run_sync(self._save_batch, live.message_id, batch, live.text, live.activity)
+
+    def _save_batch(self, message_id: str, batch: list[TurnEvent], text: str, activity: str | None) -> None:
+        with db.write_tx(self.stores.conversations.engine) as c:
+            append_events(c, message_id, batch)
+            self.stores.transcript.save_progress(message_id, content=text, activity=activity, conn=c)
+
+    async def _watch(self, live: LiveTurn, token: CancelToken, scope: anyio.CancelScope) -> None:
+        """Stop the turn when a cancel arrives, here or in the database; keep the heartbeat."""
+        t = self.stores.transcript
+        beat = time.monotonic()
+        with scope:
+            while True:
+                with anyio.move_on_after(self.settings.cancel_poll):
+                    await live.cancelled.wait()
+                requested = live.cancelled.is_set()
+                if not requested:
+                    if time.monotonic() - beat >= self.settings.heartbeat:
+                        requested = await to_thread.run_sync(t.heartbeat, live.message_id)
+                        beat = time.monotonic()
+                    else:
+                        requested = await to_thread.run_sync(t.cancel_requested, live.message_id)
+                if requested:
+                    live.emit("activity", {"label": "Cancelling…"})
+                    token.cancel()
+                    return
+
+    async def _settle(self, live: LiveTurn, out: _Outcome, prep: _Prepared | None) -> None:
+        """Write the end of the run in one transaction, then show its last event."""
+        prior = prep.message if prep else None
+        usage = (prior.usage if prior else Usage()) + out.usage
+        cost: Decimal | None = out.cost
+        if prior is not None and prior.finished_time is not None:
+            cost = prior.cost_usd + out.cost if (prior.cost_usd is not None and out.cost is not None) else None
+        error = {"code": out.error_code, "message": out.error_message} if out.status == "failed" else None
+        if error is not None:
+            live.emit("error", error)
+        done = live.reserve("done", {
+            "status": out.status,
+            "stop_reason": out.stop_reason,
+            "error": error,
+            "usage": usage_to_dict(usage),
+            "cost_usd": usd(cost),
+            "model": out.model,
+        })
+        batch = [*live.take_unsaved(), done]
+        await to_thread.run_sync(self._write_end, live.message_id, batch, out)
+        live.publish(done)
+
+    def _write_end(self, message_id: str, batch: list[TurnEvent], out: _Outcome) -> None:
+        t = self.stores.transcript
+        with db.write_tx(self.stores.conversations.engine) as c:
+            append_events(c, message_id, batch)
+            if out.pending is not None:
+                p = out.pending
+                t.add_pending(message_id, call_id=p.call_id, tool=p.tool, arguments=p.arguments,
+                              description=p.description, conn=c)
+            t.finish(
+                message_id, status=out.status, content=visible_text(out.transcript), transcript=out.transcript,
+                usage=out.usage, cost=out.cost, model=out.model, stop_reason=out.stop_reason,
+                error_code=out.error_code, error_message=out.error_message, conn=c,
+            )
+
+
+class _Sink:
+    """Turns the agent's events into stored turn events."""
+
+    def __init__(self, live: LiveTurn) -> None:
+        self.live = live
+        self.writing = False
+
+    async def __call__(self, event: RunEvent) -> None:
+        live = self.live
+        if isinstance(event, TextDelta):
+            if not self.writing:
+                self.writing = True
+                live.emit("activity", {"label": "Writing…"})
+            live.emit("text", {"text": event.text})
+        elif isinstance(event, ThinkingDelta):
+            if live.activity != "Thinking…":
+                live.emit("activity", {"label": "Thinking…"})
+            live.emit("thinking", {"text": event.text})
+        elif isinstance(event, ActivityEvent):
+            self.writing = False
+            live.emit("activity", {"label": event.label})
+        elif isinstance(event, ToolCallEvent):
+            live.emit("tool_call", {"call_id": event.call_id, "name": event.name, "arguments": event.arguments,
+                                    "policy": event.policy})
+        elif isinstance(event, ToolResultEvent):
+            live.emit("tool_result", {"call_id": event.call_id, "name": event.name, "content": event.content,
+                                      "is_error": event.is_error})
+        elif isinstance(event, UsageEvent):
+            live.emit("usage", {"usage": usage_to_dict(event.usage), "cost_usd": usd(event.cost),
+                                "run_usage": usage_to_dict(event.total_usage), "run_cost_usd": usd(event.total_cost)})
+        elif isinstance(event, PendingEvent):
+            a = event.action
+            live.emit("pending_action", {"call_id": a.call_id, "tool": a.tool, "arguments": a.arguments,
+                                         "description": a.description})
+        elif isinstance(event, DoneEvent):
+            pass  # the runner writes its own "done" with the turn's final status
+
+
+def _unanswered(transcript: Sequence[Message], call_id: str) -> bool:
+    calls = {c.id for m in transcript for c in m.tool_calls}
+    results = {r.call_id for m in transcript for r in m.tool_results}
+    return call_id in calls and call_id not in results
+
+
+def _event(seq: int, kind: Literal["error", "done"], data: dict[str, Any], stamp: int) -> TurnEvent:
+    return TurnEvent(seq, kind, data, stamp)

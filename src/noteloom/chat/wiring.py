@@ -1,0 +1,106 @@
+"""What the chat needs from the app, its settings, and its stores.
+
+The chat is a service: it never imports the composition root. It takes a ``Host`` —
+anything shaped like ``noteloom.app.App`` — and reads its ``[chat]`` settings::
+
+    [chat]
+    model = "local:qwen3:14b"        # the default chat model (else [providers] default)
+    system_prompt = "You are …"      # the default voice (a conversation's instructions win)
+    temperature = 0.3                # defaults for the controls a conversation leaves unset
+    history_bytes = 204800           # history cap sent to the model
+
+    [chat.tool_policies]
+    update_note = "auto"             # auto | confirm | deny, per tool
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from noteloom.chat.conversations import Conversations
+from noteloom.chat.edits import Edits
+from noteloom.chat.history import DEFAULT_HISTORY_BYTES
+from noteloom.chat.records import Controls, check_controls
+from noteloom.chat.transcript import Transcript
+from noteloom.config import Settings
+from noteloom.errors import ConfigError, InvalidInput
+from noteloom.providers.registry import ProviderRegistry
+from noteloom.tools import ToolContext, ToolRegistry
+from noteloom.workspace import User, Workspace
+
+#: Run-time setting (``Workspace.set_setting``) for the default voice; wins over the file.
+SYSTEM_PROMPT_KEY = "chat.system_prompt"
+
+
+class Host(Protocol):
+    """The parts of the app the chat uses (``noteloom.app.App`` is one)."""
+
+    settings: Settings
+    workspace: Workspace
+    registry: ToolRegistry
+    services: dict[str, Any]
+
+    def tool_context(self, user: User | None = None, **extra: Any) -> ToolContext: ...
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """The ``[chat]`` table, checked."""
+
+    model: str | None = None
+    system_prompt: str | None = None
+    defaults: Controls = field(default_factory=Controls)
+    history_bytes: int = DEFAULT_HISTORY_BYTES
+    tool_policies: dict[str, Any] = field(default_factory=dict)
+    #: How often a running turn looks for a cancel made in another process, in seconds.
+    cancel_poll: float = 0.5
+    #: How often a running turn proves it is alive, and when silence means it is not.
+    heartbeat: float = 2.0
+    stale_after: float = 10.0
+
+    @classmethod
+    def from_file(cls, file: dict[str, Any]) -> ChatSettings:
+        table = file.get("chat", {})
+        if not isinstance(table, dict):
+            raise ConfigError("[chat] in noteloom.toml must be a table")
+        model = table.get("model")
+        prompt = table.get("system_prompt")
+        history = table.get("history_bytes", DEFAULT_HISTORY_BYTES)
+        policies = table.get("tool_policies", {})
+        if model is not None and not isinstance(model, str):
+            raise ConfigError("[chat] model must be an address like \"local:qwen3:14b\"")
+        if prompt is not None and not isinstance(prompt, str):
+            raise ConfigError("[chat] system_prompt must be text")
+        if isinstance(history, bool) or not isinstance(history, int) or history < 1024:
+            raise ConfigError(f"[chat] history_bytes must be a whole number of at least 1024, not {history!r}")
+        if not isinstance(policies, dict):
+            raise ConfigError("[chat.tool_policies] must be a table of tool = \"auto\" | \"confirm\" | \"deny\"")
+        known = ("temperature", "top_p", "max_tokens", "thinking_level")
+        try:
+            defaults = check_controls(Controls(**{k: table[k] for k in known if k in table}))
+        except InvalidInput as exc:
+            raise ConfigError(f"[chat] {exc}") from None
+        return cls(model=model, system_prompt=prompt, defaults=defaults, history_bytes=history,
+                   tool_policies=dict(policies))
+
+
+@dataclass
+class Stores:
+    """The chat's tables, behind one object."""
+
+    conversations: Conversations
+    transcript: Transcript
+    edits: Edits
+
+    @classmethod
+    def open(cls, workspace: Workspace) -> Stores:
+        conversations = Conversations(workspace.engine)
+        return cls(conversations, Transcript(workspace.engine, conversations), Edits(workspace))
+
+
+def providers_of(host: Host) -> ProviderRegistry:
+    registry = host.services.get("providers")
+    if not isinstance(registry, ProviderRegistry):
+        raise ConfigError("no model providers are set up in this app (services['providers'] is missing)")
+    return registry
