@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "noteloom.cli.workspace_cmds",
     "noteloom.cli.mcp_cmds",
     "noteloom.cli.interop_cmds",
+    "noteloom.cli.chat_cmds",
 ]
 
 for _name in COMMAND_MODULES:

@@ -48,7 +48,7 @@ from noteloom.messages import (
 )
 from noteloom.providers.base import ModelRequest, ProviderConfig
 from noteloom.providers.echo import rough_tokens
-from noteloom.providers.errors import ERROR_CODES, ErrorCode, provider_error
+from noteloom.providers.errors import ERROR_CODES, ErrorCode, ProviderError, provider_error
 from noteloom.providers.pricing import price_of
 
 Step = Mapping[str, Any] | Callable[[ModelRequest], Mapping[str, Any]]
@@ -122,8 +122,12 @@ class ScriptedProvider:
         script = self._script(request.model)
         if script.cursor >= len(script.steps):
             if not script.loop or not script.steps:
-                raise provider_error("api_request_invalid", f"The script {request.model!r}",
-                                     f"no step left for call {script.cursor + 1}")
+                raise ProviderError(
+                    "api_request_invalid",
+                    f"the script {self.script_path or request.model!r} has no step left for call "
+                    f"{script.cursor + 1}; add steps to it, or make it loop",
+                    provider=self.name,
+                )
             script.cursor = 0
         raw = script.steps[script.cursor]
         script.cursor += 1
