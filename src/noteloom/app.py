@@ -17,6 +17,7 @@ from noteloom.config import Settings, load_settings
 from noteloom.errors import AuthError
 from noteloom.plugins import plugin_manager
 from noteloom.providers import provider_registry
+from noteloom.semantic import open_index
 from noteloom.tools import SCOPE_KEY, ToolContext, ToolDef, ToolRegistry, scope_from_setting
 from noteloom.workspace import User, Workspace
 
@@ -82,12 +83,20 @@ def open_app(
     if settings.trash_retention_days:
         workspace.purge_expired(settings.trash_retention_days)
     pm = plugin_manager(plugins, load_entry_points=load_entry_points)
+    services: dict[str, Any] = {}
+    embedders: dict[str, Any] = {}
+    pm.hook.register_embedders(register=embedders.__setitem__)
+    index = open_index(engine, settings.section("embeddings"), embedders, os.environ)
+    if index is not None:
+        services["semantic"] = index
     registry = ToolRegistry()
 
     def register_tool(tool: ToolDef) -> None:
-        registry.register(tool)
+        # A tool that needs a service which is off (semantic search …) is left out entirely.
+        if all(name in services for name in tool.requires):
+            registry.register(tool)
 
     pm.hook.register_tools(register=register_tool)
-    app = App(settings, engine, workspace, pm, registry)
+    app = App(settings, engine, workspace, pm, registry, services)
     app.services["providers"] = provider_registry(settings.file, os.environ, pm)
     return app

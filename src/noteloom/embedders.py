@@ -175,7 +175,8 @@ class LocalEmbedder:
         try:
             from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()  # a loading bar on stderr helps nobody in a server
+            # A loading bar on stderr helps nobody in a server.
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
             pass
         try:

@@ -45,6 +45,8 @@ class Hooks:
 DEFAULT_PLUGINS: list[str] = [
     "noteloom.default_plugins.workspace_tools",
     "noteloom.default_plugins.providers",
+    "noteloom.default_plugins.embedders",
+    "noteloom.default_plugins.semantic_tools",
 ]
 
 

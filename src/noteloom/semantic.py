@@ -29,10 +29,11 @@ import logging
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 import anyio
 import sqlalchemy as sa
@@ -41,8 +42,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from noteloom import db
 from noteloom.chunks import Chunk, ChunkSpec, chunk_note
-from noteloom.embedders import Embedder
-from noteloom.errors import InvalidInput, NoteloomError
+from noteloom.embedders import DEFAULT_LOCAL_MODEL, Embedder, EmbedderFactory, local_model_available
+from noteloom.errors import ConfigError, InvalidInput, NoteloomError
 from noteloom.vectors import IndexMeta, VectorStore, chunks, index_state, read_meta, vector_store
 
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
     "Relevance",
     "SemanticIndex",
     "SemanticResult",
+    "index_worker",
+    "open_index",
 ]
 
 log = logging.getLogger(__name__)
@@ -477,16 +480,17 @@ class SemanticIndex:
     async def _run(self) -> None:
         failures = 0
         try:
-            # Load the model here, so the first search does not wait for it.
-            await to_thread.run_sync(lambda: self.embedder.dimensions)
+            # Load the model here, so the first search does not wait for it. A shutdown does
+            # not wait for a load either: the thread is left to finish on its own.
+            await to_thread.run_sync(lambda: self.embedder.dimensions, abandon_on_cancel=True)
         except Exception as exc:
             self._error = f"the embedder could not start: {exc}"
             log.warning("semantic index: %s", self._error)
         while True:
             try:
-                # The step thread is not abandoned on cancel: shutdown waits for it, and it
-                # stops at its next batch boundary once ``_stop`` is set.
-                n = await to_thread.run_sync(self.step)
+                # On shutdown ``_stop`` is set and the step stops at its next batch boundary,
+                # before writing; it is not waited for, since a step commits all or nothing.
+                n = await to_thread.run_sync(self.step, abandon_on_cancel=True)
                 failures = 0
             except _Stopped:
                 return
@@ -627,3 +631,72 @@ def _chunk_values(c: Chunk) -> dict[str, Any]:
         "content_hash": c.content_hash,
         "text": c.text,
     }
+
+
+# -- wiring ------------------------------------------------------------------------------------
+
+
+def open_index(
+    engine: Engine,
+    config: Mapping[str, Any],
+    factories: Mapping[str, EmbedderFactory],
+    env: Mapping[str, str],
+) -> SemanticIndex | None:
+    """The semantic index the ``[embeddings]`` settings describe, or ``None`` when it is off.
+
+    With no ``[embeddings]`` table, it is on with the local all-MiniLM-L6-v2 model when the
+    ``embeddings`` extra is installed and the database can hold vectors, and off otherwise
+    (keyword search works either way). ``enabled = false`` turns it off. The kind of
+    embedder is ``type``, or the prefix of ``model`` (``local:…``, ``openai:…``).
+    """
+    if config.get("enabled", True) is False:
+        return None
+    explicit = bool(config)
+    kind = str(config.get("type") or "")
+    model = str(config.get("model") or "")
+    if not kind:
+        kind = model.split(":", 1)[0] if ":" in model and not Path(model).is_absolute() else "local"
+    if kind == "local" and not explicit and not local_model_available(DEFAULT_LOCAL_MODEL):
+        return None
+    factory = factories.get(kind)
+    if factory is None:
+        known = ", ".join(sorted(factories)) or "none"
+        raise ConfigError(f"[embeddings] names the embedder type {kind!r}, which no plugin provides (known: {known})")
+    embedder = factory(config, env)
+    thresholds = config.get("thresholds", {})
+    if not isinstance(thresholds, Mapping) or not all(
+        k in DEFAULT_THRESHOLDS and isinstance(v, int | float) for k, v in thresholds.items()
+    ):
+        raise ConfigError("[embeddings.thresholds] takes numbers for strict, normal and loose (cosine similarity)")
+    spec = ChunkSpec(
+        max_chars=_setting(config, "chunk_chars", ChunkSpec.max_chars),
+        overlap=_setting(config, "chunk_overlap", ChunkSpec.overlap),
+    )
+    index = SemanticIndex(engine, embedder, spec=spec, thresholds={k: float(v) for k, v in thresholds.items()})
+    reason = index.unavailable_reason()
+    if reason is not None:
+        if not explicit:
+            log.info("semantic search is off: %s", reason)
+            return None
+        raise ConfigError(f"[embeddings] is set, but {reason}")
+    return index
+
+
+def _setting(config: Mapping[str, Any], key: str, default: int) -> int:
+    value = config.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"[embeddings] {key} must be a whole number, not {value!r}")
+    return value
+
+
+class _HasServices(Protocol):
+    services: dict[str, Any]
+
+
+def index_worker(app: _HasServices) -> AbstractAsyncContextManager[Any]:
+    """The background indexer of ``app`` as a lifespan (``create_web_app(app, lifespans=[index_worker])``);
+    a context that does nothing when semantic search is off."""
+    index = app.services.get("semantic")
+    if isinstance(index, SemanticIndex):
+        return index.running()
+    return nullcontext()

@@ -66,6 +66,9 @@ class ToolDef:
     title: str | None = None
     idempotent: bool = False
     open_world: bool = False
+    #: Services (keys of ``App.services``) the tool needs; without them it is not registered,
+    #: so it is absent everywhere (e.g. semantic search when no embedder is set up).
+    requires: tuple[str, ...] = ()
 
     @property
     def enabled_by_default(self) -> bool:

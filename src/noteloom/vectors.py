@@ -285,7 +285,8 @@ class PgVectorStore:
         if k <= 0 or not _has_table(conn, VECTORS):
             return []
         v = sa.table(VECTORS, sa.column("chunk_id"), sa.column("embedding"))
-        distance: sa.ColumnElement[Any] = sa.literal_column("embedding <=> CAST(:q AS vector)")
+        query_vec = sa.cast(sa.bindparam("q", type_=sa.Text), _PgVector())
+        distance = v.c.embedding.op("<=>", return_type=sa.Float)(query_vec)
         q = sa.select(v.c.chunk_id, distance.label("d")).order_by(distance).limit(k)
         if candidates is not None:
             q = q.where(v.c.chunk_id.in_(candidates.scalar_subquery()))
@@ -302,6 +303,15 @@ class PgVectorStore:
         out = [(int(r.chunk_id), 1.0 - float(r.d)) for r in rows if r.d is not None]
         out.sort(key=lambda x: -x[1])
         return out
+
+
+class _PgVector(sa.types.UserDefinedType[Any]):
+    """pgvector's ``vector`` type, for a cast in a query (the values travel as text)."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "vector"
 
 
 def _version(text: str) -> tuple[int, ...]:

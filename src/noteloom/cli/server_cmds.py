@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
         import uvicorn
 
         from noteloom.config import load_settings
+        from noteloom.semantic import index_worker
         from noteloom.web.app import create_web_app
 
         with opened(home) as a:
@@ -55,7 +56,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  mcp:   {base}/mcp")
             typer.echo(f"  token: {token}")
             uvicorn.run(
-                create_web_app(a), host=settings.host, port=settings.port, log_level="warning",
+                create_web_app(a, lifespans=[index_worker]), host=settings.host, port=settings.port,
+                log_level="warning",
                 timeout_graceful_shutdown=5,
             )
 

@@ -55,4 +55,5 @@ def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
 #: Modules of later layers that add routes (MCP, the chat API …); each has ``install(api, app)``.
 ROUTE_MODULES: list[str] = [
     "noteloom.web.mcp_http",
+    "noteloom.web.index_status",
 ]
