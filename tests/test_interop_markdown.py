@@ -8,13 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from interop_support import PNG, build_awkward_workspace, files, state
 from noteloom.app import App, open_app
 from noteloom.config import load_settings
 from noteloom.errors import ImportExportError
 from noteloom.interop import export_workspace, import_path
-from noteloom.interop.frontmatter import split
+from noteloom.interop.frontmatter import _Loader, dump, parse, split
 from noteloom.interop.markdown import MANIFEST, inline_tags
 from noteloom.workspace import Workspace
 
@@ -221,3 +223,42 @@ def test_an_export_never_writes_over_existing_files(ws: Workspace, tmp_path: Pat
     (tmp_path / "empty").mkdir()
     export_workspace(ws, tmp_path / "empty", "md")
     assert (tmp_path / "empty" / "Notes" / "n.md").is_file()
+
+
+_texts = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
+_values = st.one_of(
+    _texts, st.booleans(), st.none(), st.integers(), st.lists(_texts, max_size=3),
+    st.sampled_from(["yes", "No", "null", "on", "0123456789abcdef0123456789abcdef", "12345678901234567890123456789012",
+                     "1e5", "0x1F", "2024-01-02", "a: b", "- x", "'q'", "it's", " lead", "trail ", "#tag"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["id", "title", "tags", "created", "is_todo", "completed?", "x"]), _values))
+def test_the_fast_front_matter_reader_agrees_with_yaml(data: dict[str, object]) -> None:
+    import yaml
+
+    text = dump(data)
+    assert parse(text, "note.md") == yaml.load(text, Loader=_Loader)
+    lines = [line for d in (data, {"k": "v"}) for line in dump(d).splitlines()]
+    for line in lines:  # hand-written variants: one line at a time, and unquoted
+        for variant in (line, line.replace("'", "")):
+            try:
+                expected = yaml.load(variant, Loader=_Loader)
+            except yaml.YAMLError:
+                continue
+            if isinstance(expected, dict):
+                assert parse(variant, "note.md") == expected
+
+
+def test_exported_front_matter_takes_the_fast_reader() -> None:
+    from noteloom.interop.bundle import NoteItem
+    from noteloom.interop.frontmatter import _parse_simple
+    from noteloom.interop.markdown import note_front_matter
+
+    n = NoteItem("0123456789abcdef0123456789abcdef", None, "Project plan", "", 1, 2, is_todo=True,
+                 todo_due=3, tags=["work", "日本"])
+    assert _parse_simple(dump(note_front_matter(n))) == {
+        "id": n.id, "title": "Project plan", "tags": ["work", "日本"], "created": "1970-01-01T00:00:00.001Z",
+        "updated": "1970-01-01T00:00:00.002Z", "is_todo": True, "due": "1970-01-01T00:00:00.003Z",
+    }

@@ -172,23 +172,34 @@ def read_raw(folder: Path, progress: Progress) -> Bundle:
 
 
 def read_jex(archive: Path, staging: Path, progress: Progress) -> Bundle:
-    """A bundle from a ``.jex`` archive; resource files are extracted into ``staging``."""
-    size = max(1, archive.stat().st_size)
-    entries: list[tuple[str, bytes]] = []
+    """A bundle from a ``.jex`` archive; resource files are extracted into ``staging``.
+
+    Items are parsed as the archive is read, so an archive of 100,000 notes never sits
+    in memory twice."""
     files: dict[str, Path] = {}
-    where = f"{archive.name!r}"
+    count = [0]
+    entries = _jex_entries(archive, staging, files, count, progress)
+    bundle = _assemble(entries, files, staged=True, root_title=archive.stem or "Imported")
+    if not count[0]:
+        raise ImportExportError(f"{archive.name!r} is a tar archive but holds no Joplin items (<id>.md files)")
+    return bundle
+
+
+def _jex_entries(
+    archive: Path, staging: Path, files: dict[str, Path], count: list[int], progress: Progress
+) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each item of the archive; resources go to ``staging`` on the way."""
+    size = max(1, archive.stat().st_size)
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:
-                name = PurePosixPath(member.name)
-                parts = [p for p in name.parts if p not in (".", "")]
-                if not member.isfile() or not parts:
-                    continue
-                data_file = tar.extractfile(member)
+                parts = [p for p in PurePosixPath(member.name).parts if p not in (".", "")]
+                data_file = tar.extractfile(member) if member.isfile() and parts else None
                 if data_file is None:
                     continue
                 if len(parts) == 1 and parts[0].lower().endswith(".md"):
-                    entries.append((parts[0], data_file.read()))
+                    count[0] += 1
+                    yield parts[0], data_file.read()
                 elif len(parts) == 2 and parts[0] == "resources":
                     # The base name only: an archive cannot write outside the staging folder.
                     dest = staging / f"{len(files)}-{_ascii_name(parts[1])}"
@@ -196,7 +207,8 @@ def read_jex(archive: Path, staging: Path, progress: Progress) -> Bundle:
                         while chunk := data_file.read(1 << 20):
                             out.write(chunk)
                     files[parts[1]] = dest
-                progress("reading", min(tar.offset, size), size)
+                if count[0] % 500 == 0:
+                    progress("reading", min(tar.offset, size), size)
             if tar.fileobj is not None:
                 # A cut-off tar often just ends early; a whole one ends with zero blocks.
                 tar.fileobj.seek(tar.offset)
@@ -206,13 +218,9 @@ def read_jex(archive: Path, staging: Path, progress: Progress) -> Bundle:
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         detail = str(exc).splitlines()[-1].strip(" -") if str(exc) else type(exc).__name__
         raise ImportExportError(
-            f"{where} is corrupt or truncated ({detail}); export it again from Joplin"
+            f"{archive.name!r} is corrupt or truncated ({detail}); export it again from Joplin"
         ) from exc
-    if not entries:
-        raise ImportExportError(f"{where} is a tar archive but holds no Joplin items (<id>.md files)")
-    bundle = _assemble(iter(entries), files, staged=True, root_title=archive.stem or "Imported")
     progress("reading", size, size)
-    return bundle
 
 
 def _ascii_name(name: str) -> str:
