@@ -141,6 +141,7 @@ def _main() -> None:
     app = open_app(load_settings(data_dir=args.home))
     token = access_token(app)
     sock = bound_socket(args.host)
+    sock.listen(2048)  # connections queue from now on, before uvicorn is up
     print(f"LISTENING http://{args.host}:{sock.getsockname()[1]} {token}", flush=True)
     uvicorn.Server(_config(create_web_app(app))).run(sockets=[sock])
 

@@ -39,7 +39,7 @@ from mcp_types.version import (
 
 from noteloom import __version__
 from noteloom.app import App
-from noteloom.tools import ToolDef, ToolError, UnknownTool
+from noteloom.tools import ToolContext, ToolDef, ToolError, ToolSettings, UnknownTool
 from noteloom.workspace import User, Workspace
 
 log = logging.getLogger("noteloom.mcp")
@@ -70,6 +70,14 @@ DISABLED_MESSAGE = "MCP is turned off for this workspace; turn it on with `notel
 def mcp_enabled(workspace: Workspace) -> bool:
     """Whether the MCP server answers at all (blocking: reads a setting)."""
     return bool(workspace.get_setting(ENABLED_KEY, ENABLED_DEFAULT))
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The run-time settings one request (or batch) runs with, read in one transaction."""
+
+    enabled: bool
+    tools: ToolSettings
 
 
 class RpcError(Exception):
@@ -114,18 +122,39 @@ class McpServer:
 
     # -- entry points ---------------------------------------------------------------------
 
+    def preflight(self) -> Preflight:
+        """Read what a request needs to know up front (blocking: call it in a worker thread)."""
+        ws = self.app.workspace
+        with ws.read() as c:
+            enabled = bool(ws.get_setting(ENABLED_KEY, ENABLED_DEFAULT, conn=c))
+            tools = self.app.registry.read_settings(ws, conn=c)
+        return Preflight(enabled, tools)
+
     async def handle_bytes(
-        self, data: bytes | str, user: User | None, *, headers: Mapping[str, str] | None = None
+        self,
+        data: bytes | str,
+        user: User | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        preflight: Preflight | None = None,
     ) -> Reply:
         """One HTTP body or stdio line: a message or a batch, as JSON text."""
         try:
             message = json.loads(data)
         except (ValueError, RecursionError):
             return Reply(error_body(PARSE_ERROR, "Parse error: the body is not valid JSON"), rejected=True)
-        return await self.handle(message, user, headers=headers)
+        return await self.handle(message, user, headers=headers, preflight=preflight)
 
-    async def handle(self, message: Any, user: User | None, *, headers: Mapping[str, str] | None = None) -> Reply:
-        """A decoded message or batch."""
+    async def handle(
+        self,
+        message: Any,
+        user: User | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        preflight: Preflight | None = None,
+    ) -> Reply:
+        """A decoded message or batch. Settings come from ``preflight`` (read now if not given)."""
+        pre = preflight if preflight is not None else await to_thread.run_sync(self.preflight)
         if isinstance(message, list):
             if not message:
                 return Reply(error_body(INVALID_REQUEST, "Invalid Request: an empty batch"), rejected=True)
@@ -135,25 +164,27 @@ class McpServer:
                     rejected=True,
                 )
             # In order, one after another: a batch that creates then edits a note must see its own writes.
-            answers = [a for m in message if (a := await self.handle_one(m, user, headers=headers)) is not None]
+            answers = [a for m in message if (a := await self.handle_one(m, user, pre, headers)) is not None]
             return Reply(answers or None)
-        answer = await self.handle_one(message, user, headers=headers)
+        answer = await self.handle_one(message, user, pre, headers)
         rejected = answer is not None and "error" in answer and answer["error"]["code"] == INVALID_REQUEST
         return Reply(answer, rejected=rejected)
 
     async def handle_one(
-        self, msg: Any, user: User | None, *, headers: Mapping[str, str] | None = None
+        self, msg: Any, user: User | None, pre: Preflight, headers: Mapping[str, str] | None = None
     ) -> dict[str, Any] | None:
         """One envelope: the answer, or ``None`` for a notification (or a response sent to us)."""
         if not isinstance(msg, dict):
             return error_body(INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+        if "method" not in msg and ("result" in msg or "error" in msg):
+            # Shaped like a response: we never send requests, so there is nothing it could
+            # answer, and answering it would invite the peer to answer back.
+            return None
         has_id = "id" in msg
         rid = msg.get("id")
         if has_id and not _valid_id(rid):
             return error_body(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
         if "method" not in msg:
-            if has_id and ("result" in msg or "error" in msg):
-                return None  # a client's answer to a server request; we send none, so nothing to do
             return error_body(INVALID_REQUEST, "Invalid Request: method is missing", rid)
         method, params = msg["method"], msg.get("params")
         if msg.get("jsonrpc") != "2.0" or not isinstance(method, str):
@@ -163,7 +194,7 @@ class McpServer:
         if not has_id:
             return None  # notifications (initialized, cancelled …) need nothing from a stateless server
         try:
-            result = await self._dispatch(method, params, user, msg, headers)
+            result = await self._dispatch(method, params, user, pre, msg, headers)
         except RpcError as exc:
             return error_body(exc.code, exc.message, rid, exc.data)
         except Exception:
@@ -174,7 +205,13 @@ class McpServer:
     # -- methods --------------------------------------------------------------------------
 
     async def _dispatch(
-        self, method: str, params: Any, user: User | None, msg: dict[str, Any], headers: Mapping[str, str] | None
+        self,
+        method: str,
+        params: Any,
+        user: User | None,
+        pre: Preflight,
+        msg: dict[str, Any],
+        headers: Mapping[str, str] | None,
     ) -> dict[str, Any]:
         if method not in METHODS:
             raise RpcError(
@@ -197,9 +234,9 @@ class McpServer:
         elif method == "server/discover":
             result = self._discover()
         elif method == "tools/list":
-            result = await self._list_tools()
+            result = {"tools": [self._tool_json(t) for t in self.app.registry.enabled(self.app.workspace, pre.tools)]}
         else:
-            result = await self._call_tool(params, user)
+            result = await self._call_tool(params, user, pre)
         if modern:
             result.setdefault("resultType", "complete")
             if method in ("tools/list", "server/discover"):
@@ -270,12 +307,7 @@ class McpServer:
             cached = self._tool_wire[tool.name] = wire.model_dump(by_alias=True, exclude_none=True, mode="json")
         return cached
 
-    async def _list_tools(self) -> dict[str, Any]:
-        registry, ws = self.app.registry, self.app.workspace
-        tools = await to_thread.run_sync(registry.enabled, ws)
-        return {"tools": [self._tool_json(t) for t in tools]}
-
-    async def _call_tool(self, params: dict[str, Any], user: User | None) -> dict[str, Any]:
+    async def _call_tool(self, params: dict[str, Any], user: User | None, pre: Preflight) -> dict[str, Any]:
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: tools/call needs params.name, the tool's name")
@@ -283,17 +315,17 @@ class McpServer:
             arguments = {}
         if not isinstance(arguments, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: params.arguments must be an object")
-        registry = self.app.registry
-
-        def prepare() -> tuple[ToolDef, Any]:
-            return registry.enabled_tool(self.app.workspace, name), self.app.tool_context(user)
-
+        app, registry = self.app, self.app.registry
         try:
-            tool, ctx = await to_thread.run_sync(prepare)
+            tool = registry.enabled_tool(app.workspace, name, pre.tools)
         except UnknownTool:
             raise RpcError(
                 INVALID_PARAMS, f"Unknown tool: {name!r}; tools/list shows the tools that are available"
             ) from None
+        # As App.tool_context builds it, with the scope this request already read.
+        ctx = ToolContext(
+            workspace=app.workspace, user=user, scope=pre.tools.scope, settings=app.settings.file, services=app.services
+        )
         try:
             result = await registry.call(ctx, name, arguments, tool=tool)
         except ToolError as exc:
@@ -332,7 +364,6 @@ async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, std
     reader = anyio.wrap_file(stdin)
     write_lock = anyio.Lock()
     running: dict[Any, anyio.CancelScope] = {}
-    ws = server.app.workspace
 
     async def send(reply: Reply) -> None:
         if reply.body is None:
@@ -346,11 +377,12 @@ async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, std
             if _valid_id(rid):
                 running[rid] = scope
             try:
-                if not await to_thread.run_sync(mcp_enabled, ws):
+                pre = await to_thread.run_sync(server.preflight)
+                if not pre.enabled:
                     if isinstance(message, dict) and "id" in message and "method" in message:
                         await send(Reply(error_body(INVALID_REQUEST, DISABLED_MESSAGE, rid if _valid_id(rid) else None)))
                     return
-                await send(await server.handle(message, user))
+                await send(await server.handle(message, user, preflight=pre))
             finally:
                 if _valid_id(rid) and running.get(rid) is scope:
                     del running[rid]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -186,6 +186,18 @@ def notebook_missing(notebook_id: str) -> str:
     return f"notebook {notebook_id!r} does not exist; list_notebooks shows the notebooks there are"
 
 
+@dataclass(frozen=True)
+class ToolSettings:
+    """The run-time settings of tools, read together: per-tool toggles and the notebook scope."""
+
+    toggles: Mapping[str, Any]
+    scope: NotebookScope
+
+    def is_enabled(self, tool: ToolDef) -> bool:
+        value = self.toggles.get(ENABLED_KEY.format(name=tool.name))
+        return tool.enabled_by_default if value is None else bool(value)
+
+
 class ToolRegistry:
     """All registered tools; which are enabled is a run-time setting in the workspace."""
 
@@ -218,20 +230,25 @@ class ToolRegistry:
         self.get(name)
         workspace.set_setting(ENABLED_KEY.format(name=name), bool(enabled))
 
-    def enabled(self, workspace: Workspace) -> list[ToolDef]:
-        toggles = workspace.settings_with_prefix("tool.")
-        out = []
-        for t in self.all():
-            v = toggles.get(ENABLED_KEY.format(name=t.name))
-            if (t.enabled_by_default if v is None else bool(v)):
-                out.append(t)
-        return out
+    def read_settings(self, workspace: Workspace, *, conn: Connection | None = None) -> ToolSettings:
+        """Toggles and scope in one query: their keys (``tool.<name>.enabled``, ``tools.scope``)
+        share the prefix ``tool``. Surfaces read this once per request."""
+        raw = workspace.settings_with_prefix("tool", conn=conn)
+        return ToolSettings(raw, scope_from_setting(raw.get(SCOPE_KEY)))
 
-    def enabled_tool(self, workspace: Workspace, name: str) -> ToolDef:
+    def enabled(self, workspace: Workspace, settings: ToolSettings | None = None) -> list[ToolDef]:
+        settings = settings or self.read_settings(workspace)
+        return [t for t in self.all() if settings.is_enabled(t)]
+
+    def enabled_tool(self, workspace: Workspace, name: str, settings: ToolSettings | None = None) -> ToolDef:
         """The tool if it exists and is enabled; a disabled tool is as good as missing."""
-        if name not in self._tools or not self.is_enabled(workspace, name):
+        tool = self._tools.get(name)
+        if tool is None:
             raise UnknownTool(f"no tool named {name!r} is available")
-        return self._tools[name]
+        on = settings.is_enabled(tool) if settings is not None else self.is_enabled(workspace, name)
+        if not on:
+            raise UnknownTool(f"no tool named {name!r} is available")
+        return tool
 
     def validate(self, name: str, args: Any) -> dict[str, Any]:
         """Check ``args`` against the tool's schema; ``ToolArgumentError`` names the argument."""

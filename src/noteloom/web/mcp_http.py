@@ -23,7 +23,6 @@ from noteloom.mcp import (
     SUPPORTED_VERSIONS,
     McpServer,
     error_body,
-    mcp_enabled,
 )
 
 #: Largest request body accepted (a note body of a few MB fits, a runaway upload does not).
@@ -43,7 +42,8 @@ def install(api: FastAPI, app: App) -> None:
             return _error(403, INVALID_REQUEST, f"Forbidden: requests from origin {origin!r} are not allowed")
         if request.method != "POST":
             return _error(405, INVALID_REQUEST, "Method Not Allowed: send JSON-RPC with POST", headers=_ALLOW)
-        if not await to_thread.run_sync(mcp_enabled, app.workspace):
+        pre = await to_thread.run_sync(server.preflight)
+        if not pre.enabled:
             return _error(403, INVALID_REQUEST, DISABLED_MESSAGE)
         ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if ctype != "application/json":
@@ -61,7 +61,7 @@ def install(api: FastAPI, app: App) -> None:
             return _error(413, INVALID_REQUEST, f"Payload Too Large: at most {MAX_BODY} bytes")
         user = request.scope.get("state", {}).get("user")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.scope["headers"]}
-        reply = await server.handle_bytes(body, user, headers=headers)
+        reply = await server.handle_bytes(body, user, headers=headers, preflight=pre)
         if reply.body is None:
             return Response(status_code=202)
         return Response(reply.encode(), status_code=400 if reply.rejected else 200, media_type="application/json")
