@@ -262,3 +262,16 @@ def test_exported_front_matter_takes_the_fast_reader() -> None:
         "id": n.id, "title": "Project plan", "tags": ["work", "日本"], "created": "1970-01-01T00:00:00.001Z",
         "updated": "1970-01-01T00:00:00.002Z", "is_todo": True, "due": "1970-01-01T00:00:00.003Z",
     }
+
+
+def test_links_leading_out_of_the_folder_are_not_imported(ws: Workspace, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("private")
+    root = tmp_path / "notes"
+    write(root / "a.md", "[up](../secret.txt) [via link](files/link.txt)\n")
+    (root / "files").mkdir()
+    (root / "files" / "link.txt").symlink_to(secret)
+    summary = import_path(ws, root)
+    assert summary.attachments == 0
+    assert summary.messages == ["left links to files outside the folder as they were: 2 (../secret.txt, files/link.txt)"]
+    assert by_title(ws)["a"]["body"] == "[up](../secret.txt) [via link](files/link.txt)\n"

@@ -306,14 +306,23 @@ def _attach(r: _Reader, note_dir: Path, target: str, note_id: str) -> str | None
         return f":/{existing.id}"
     if not path.is_file():
         return None
-    try:
-        key = path.relative_to(r.root).as_posix()
-    except ValueError:
+    key = _key_inside(r.root, path)
+    if key is None:
         r.notices.warn("left links to files outside the folder as they were", target)
         return None
     item = _attachment(r, path, key, note_id)
     r.attachments[path] = item
     return f":/{item.id}"
+
+
+def _key_inside(root: Path, path: Path) -> str | None:
+    """``path`` relative to ``root`` (POSIX form), or ``None`` when it leads outside, by
+    ``..`` or through a symbolic link: an import reads only the folder it was given."""
+    try:
+        path.resolve().relative_to(root)
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return None
 
 
 def _attachment(r: _Reader, path: Path, key: str, note_id: str | None) -> AttachmentItem:
@@ -346,6 +355,9 @@ def _read_unlinked_attachments(r: _Reader) -> None:
     for key in listed:
         path = Path(os.path.normpath(r.root / str(key)))
         if path in r.attachments:
+            continue
+        if _key_inside(r.root, path) is None:
+            r.notices.skip(f"skipped attachments listed in {MANIFEST} outside the folder", str(key))
             continue
         if not path.is_file():
             r.notices.skip(f"skipped attachments listed in {MANIFEST} whose file is missing", str(key))
