@@ -1,0 +1,113 @@
+"""The agent loop: one turn of model calls and tool calls, shared by the chat, recipes and the CLI.
+
+``run(provider, model, system, messages, tools, context, options)`` calls the model,
+runs the tools it asks for (one at a time, in order), feeds the results back, and
+stops on one of the ``StopReason`` values. Everything that happens is reported as
+a ``RunEvent`` to ``on_event``, in order, so a caller can persist each one::
+
+    result = await run(provider, "qwen3", "You help with notes.", [Message.user("…")],
+                       registry.enabled(ws), app.tool_context(user), on_event=save_event,
+                       cancel=token)
+    if result.stop_reason == "awaiting_confirmation":
+        ...  # later: run(..., [*history, *result.messages], ..., RunOptions(decisions={id: "approve"}))
+
+Rules the loop keeps:
+
+- At most ``max_steps`` model calls per run. Tool calls the model makes after the
+  last allowed call (or once the budget is spent, or after a cancel) are answered
+  "not run" so the transcript stays valid.
+- Each call has a policy, ``auto``/``confirm``/``deny``: what ``RunOptions.call_policy``
+  says for the tool and its arguments, else the tool's own, from ``RunOptions.policies``,
+  else the run-time setting ``tool.<name>.policy``, else its effect (read and write
+  run, destructive asks). A ``confirm`` call ends the run with a ``PendingAction``;
+  calls before it in the batch have run, those after it have not. Running again
+  with the transcript plus a decision for that call resumes the batch.
+- Unknown tools, malformed or schema-invalid arguments, ``ToolError`` and bugs in a
+  tool all become error results the model sees; the loop goes on.
+- Results are capped (12 KiB by default). Results marked untrusted are fenced with a
+  nonce that is new for every run, and the system prompt then gains the contract
+  that explains the fence.
+- ``CancelToken.cancel()`` stops the model mid-stream (its connection is closed) or
+  between steps; text streamed so far is kept.
+
+The package: ``events`` (options, events, results, the cancel token), ``framing``
+(results as the model reads them: rendered, capped, fenced) and ``loop``.
+"""
+
+from noteloom.agent.events import (
+    POLICIES,
+    STOP_REASONS,
+    ActivityEvent,
+    CancelToken,
+    Decision,
+    DoneEvent,
+    EventSink,
+    PendingAction,
+    PendingEvent,
+    Policy,
+    RunEvent,
+    RunOptions,
+    RunResult,
+    StopReason,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    event_to_dict,
+)
+from noteloom.agent.framing import (
+    CONTRACT,
+    DECLINED,
+    cap_text,
+    describe_call,
+    fence,
+    render_payload,
+)
+from noteloom.agent.loop import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_RESULT_CAP,
+    MAX_COST_KEY,
+    MAX_OUTPUT_TOKENS_KEY,
+    MAX_STEPS_KEY,
+    POLICY_KEY,
+    RESULT_CAP_KEY,
+    WAITING_FOR_MODEL,
+    default_policy,
+    run,
+)
+
+__all__ = [
+    "CONTRACT",
+    "DECLINED",
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_RESULT_CAP",
+    "MAX_COST_KEY",
+    "MAX_OUTPUT_TOKENS_KEY",
+    "MAX_STEPS_KEY",
+    "POLICIES",
+    "POLICY_KEY",
+    "RESULT_CAP_KEY",
+    "STOP_REASONS",
+    "WAITING_FOR_MODEL",
+    "ActivityEvent",
+    "CancelToken",
+    "Decision",
+    "DoneEvent",
+    "EventSink",
+    "PendingAction",
+    "PendingEvent",
+    "Policy",
+    "RunEvent",
+    "RunOptions",
+    "RunResult",
+    "StopReason",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "UsageEvent",
+    "cap_text",
+    "default_policy",
+    "describe_call",
+    "event_to_dict",
+    "fence",
+    "render_payload",
+    "run",
+]

@@ -1,0 +1,200 @@
+"""What a run reports and returns: options, events, results, the cancel token.
+
+The chat stores every ``RunEvent`` (``event_to_dict`` gives its JSON form) and the
+``RunResult``; recipes and the CLI read the same values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal, assert_never, get_args
+
+import anyio
+
+from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
+from noteloom.providers.base import ThinkingLevel
+from noteloom.providers.errors import ProviderError
+from noteloom.tools import Effect, ToolDef
+
+Policy = Literal["auto", "confirm", "deny"]
+POLICIES: tuple[Policy, ...] = get_args(Policy)
+Decision = Literal["approve", "decline"]
+StopReason = Literal["end_turn", "max_steps", "awaiting_confirmation", "cancelled", "budget_exceeded", "error"]
+STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one run behaves. ``None`` means: the run-time setting, else the default."""
+
+    max_steps: int | None = None
+    #: Budget of output tokens (reasoning included) for the run.
+    max_output_tokens: int | None = None
+    #: Budget in USD for the run; only priced calls count against it.
+    max_cost: Decimal | None = None
+    result_cap: int | None = None
+    thinking: ThinkingLevel | None = None
+    #: Output tokens per model call.
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    #: Per-tool policy overrides for this run: ``{"delete_note": "deny"}``.
+    policies: Mapping[str, Policy] = field(default_factory=dict)
+    #: A policy per call, from the tool and its arguments (the chat asks before ``update_note``
+    #: replaces a body but not before it appends); ``None`` from it keeps the tool's policy.
+    call_policy: Callable[[ToolDef, Mapping[str, Any]], Policy | None] | None = None
+    #: Decisions for held calls, by call id, when resuming: ``{"call_1": "approve"}``.
+    decisions: Mapping[str, Decision] = field(default_factory=dict)
+    #: False for runs signed off in advance (recipes): ``confirm`` tools then run.
+    confirm: bool = True
+    #: Force the untrusted-input contract into the system prompt (True) or leave it
+    #: to the loop (None: added once fenced content is in the transcript).
+    untrusted: bool | None = None
+    #: A plain-language description of a held call, for the confirmation card.
+    describe: Callable[[ToolDef, dict[str, Any]], str] | None = None
+
+
+@dataclass(frozen=True)
+class PendingAction:
+    """A tool call held for the user's approval."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    description: str
+    effect: Effect
+
+
+@dataclass(frozen=True)
+class ActivityEvent:
+    """What the loop is doing now, in words for a status line."""
+
+    label: str
+    kind: Literal["activity"] = "activity"
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """The loop takes up a tool call the model made."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    policy: Policy | None
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True)
+class ToolResultEvent:
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True)
+class UsageEvent:
+    """One model call finished: its usage and cost, and the run's totals so far."""
+
+    usage: Usage
+    cost: Decimal | None
+    total_usage: Usage
+    total_cost: Decimal | None
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True)
+class PendingEvent:
+    action: PendingAction
+    kind: Literal["pending_action"] = "pending_action"
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    """The run ended; always the last event."""
+
+    reason: StopReason
+    error_code: str | None = None
+    error_message: str | None = None
+    kind: Literal["done"] = "done"
+
+
+RunEvent = TextDelta | ThinkingDelta | ActivityEvent | ToolCallEvent | ToolResultEvent | UsageEvent | PendingEvent | DoneEvent
+EventSink = Callable[[RunEvent], Awaitable[None]]
+
+
+@dataclass
+class RunResult:
+    #: The messages this run appended (assistant and tool messages), to store after the input.
+    messages: list[Message]
+    stop_reason: StopReason
+    usage: Usage
+    #: ``None`` when some call's price is unknown.
+    cost: Decimal | None
+    #: Model calls made.
+    steps: int
+    nonce: str
+    pending: PendingAction | None = None
+    error: ProviderError | None = None
+
+    @property
+    def text(self) -> str:
+        """The visible text of the assistant's answer in this run."""
+        return "\n\n".join(m.text for m in self.messages if m.role == "assistant" and m.text)
+
+
+def event_to_dict(event: RunEvent) -> dict[str, Any]:
+    """A JSON-ready form of ``event`` (``kind`` plus its fields; money as strings)."""
+    if isinstance(event, UsageEvent):
+        return {
+            "kind": event.kind,
+            "usage": usage_to_dict(event.usage),
+            "cost": None if event.cost is None else str(event.cost),
+            "total_usage": usage_to_dict(event.total_usage),
+            "total_cost": None if event.total_cost is None else str(event.total_cost),
+        }
+    if isinstance(event, PendingEvent):
+        return {"kind": event.kind, **dataclasses.asdict(event.action)}
+    if isinstance(event, TextDelta | ThinkingDelta | ActivityEvent | ToolCallEvent | ToolResultEvent | DoneEvent):
+        return dataclasses.asdict(event)
+    assert_never(event)
+
+
+
+class CancelToken:
+    """A cooperative stop signal for one run.
+
+    Call ``cancel()`` from the run's event loop (another task, a poller watching a
+    database flag …); from another thread use ``anyio.from_thread.run_sync(token.cancel)``.
+    A model stream in progress is cut at once; a running tool call finishes first.
+    """
+
+    def __init__(self) -> None:
+        self._cancelled = False
+        self._scopes: set[anyio.CancelScope] = set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    @contextmanager
+    def scope(self) -> Iterator[anyio.CancelScope]:
+        """A cancel scope that ``cancel()`` cancels (at once if it already was)."""
+        with anyio.CancelScope() as scope:
+            if self._cancelled:
+                scope.cancel()
+            self._scopes.add(scope)
+            try:
+                yield scope
+            finally:
+                self._scopes.discard(scope)
