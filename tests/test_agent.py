@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -37,7 +38,7 @@ from noteloom.messages import (
 )
 from noteloom.providers.openai_compat import OpenAICompatProvider
 from noteloom.providers.scripted import ScriptedProvider
-from noteloom.tools import ToolContext
+from noteloom.tools import ToolContext, ToolDef
 
 pytestmark = pytest.mark.anyio
 ASK = [Message.user("please help")]
@@ -156,6 +157,26 @@ async def test_policies_resolve_from_the_run_options_then_the_settings_then_the_
     turn2 = Turn(app, [{"tool_calls": [call("add", {"a": 1, "b": 1})]}, {"text": "ok"}])
     result = await turn2.run(options=RunOptions(policies={"add": "auto"}))
     assert result.stop_reason == "end_turn" and turn2.ledger.names() == ["add"]
+
+
+async def test_a_call_policy_decides_from_the_arguments_and_none_keeps_the_tools_policy(app: App) -> None:
+    def careful(tool: ToolDef, args: Mapping[str, Any]) -> Any:
+        return "confirm" if args.get("text") == "overwrite" else None
+
+    turn = Turn(app, [{"tool_calls": [call("remember", {"text": "append"}), call("remember", {"text": "overwrite"}, id="o"),
+                                      call("forget_all", id="f")]}])
+    held = await turn.run(options=RunOptions(call_policy=careful))
+    assert held.pending is not None and held.pending.call_id == "o"
+    assert [e.policy for e in turn.events if isinstance(e, ToolCallEvent)] == ["auto", "confirm"]
+    resumed = await turn.run([*ASK, *held.messages], RunOptions(call_policy=careful, decisions={"o": "approve"}))
+    assert resumed.pending is not None and resumed.pending.call_id == "f", "None from the hook keeps confirm"
+
+
+async def test_sampling_options_and_the_thinking_level_reach_the_model_request(app: App) -> None:
+    turn = Turn(app, [{"text": "ok"}])
+    await turn.run(options=RunOptions(temperature=0.2, top_p=0.9, thinking="low", max_tokens=300))
+    request = turn.provider.requests[0]
+    assert (request.temperature, request.top_p, request.thinking, request.max_tokens) == (0.2, 0.9, "low", 300)
 
 
 async def test_a_run_signed_off_in_advance_runs_confirm_tools_but_still_refuses_denied_ones(app: App) -> None:

@@ -103,6 +103,13 @@ def test_a_local_server_never_receives_the_vendor_key(tmp_path: Path) -> None:
     assert isinstance(provider, OpenAICompatProvider) and provider.api_key is None and provider.local
 
 
+def test_a_remote_host_marked_private_costs_nothing(tmp_path: Path) -> None:
+    toml = ('[providers.rented]\ntype = "openai"\nbase_url = "https://gpu.example.invalid/v1"\n'
+            'api_key = "k"\nprivate = true\n')
+    provider, _ = registry(tmp_path, toml=toml).resolve("rented:big-model")
+    assert provider.local and provider.cost("big-model", Usage(1000, 1000)) == Decimal(0)
+
+
 def test_with_nothing_configured_the_error_points_newcomers_to_echo(tmp_path: Path) -> None:
     reg = registry(tmp_path, toml="")
     assert sorted(reg.names()) == ["echo", "scripted"]

@@ -122,7 +122,8 @@ class AnthropicProvider:
                 f"provider {config.name!r} needs an API key: set {config.api_key_env or 'ANTHROPIC_API_KEY'} "
                 "(or try the offline model with -m echo)"
             )
-        local = config.options.get("local")
+        # "local" or "private": traffic stays with the user, and calls cost nothing.
+        local = config.options.get("local", config.options.get("private"))
         if local is not None and not isinstance(local, bool):
             raise ConfigError(f"{config.where}: local must be true or false, not {local!r}")
         return cls(

@@ -111,7 +111,8 @@ class OpenAICompatProvider:
         extra = config.options.get("extra_body", {})
         if not isinstance(extra, Mapping):
             raise ConfigError(f"{config.where}: extra_body must be a table")
-        local = config.options.get("local")
+        # "local" or "private": traffic stays with the user, and calls cost nothing.
+        local = config.options.get("local", config.options.get("private"))
         if local is not None and not isinstance(local, bool):
             raise ConfigError(f"{config.where}: local must be true or false, not {local!r}")
         return cls(
