@@ -133,6 +133,14 @@ class Server:
         self.port = int(port)
         return self
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far (all its threads), from /proc."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
         try:
@@ -187,6 +195,7 @@ class Result:
     latencies_ms: list[float]
     errors: int
     tool_errors: int
+    server_cpu: float = float("nan")
 
     def line(self) -> str:
         lat = sorted(self.latencies_ms)
@@ -196,12 +205,14 @@ class Result:
         return (
             f"{self.name:<22} {self.calls:>7} calls  {rate:>7.0f} calls/s  p50 {p(0.5):6.2f} ms  "
             f"p95 {p(0.95):6.2f} ms  p99 {p(0.99):6.2f} ms  mean {statistics.fmean(lat) if lat else 0:6.2f} ms  "
-            f"errors {self.errors}  isError {self.tool_errors}  [{verdict}]"
+            f"errors {self.errors}  isError {self.tool_errors}  [{verdict}]\n"
+            f"{'':<22} server CPU {self.server_cpu / max(1, self.calls) * 1000:.2f} ms per call "
+            f"(one core would serve {self.calls / self.server_cpu if self.server_cpu else 0:.0f} calls/s)"
         )
 
 
 async def run_load(port: int, token: str, name: str, make: Callable[[int], dict[str, Any]],
-                   clients: int, seconds: float, warmup: float) -> Result:
+                   clients: int, seconds: float, warmup: float, cpu_seconds: Callable[[], float]) -> Result:
     latencies: list[float] = []
     errors = tool_errors = calls = 0
     counter = 0
@@ -232,16 +243,21 @@ async def run_load(port: int, token: str, name: str, make: Callable[[int], dict[
         finally:
             await conn.close()
 
+    cpu = [0.0, 0.0]
+
     async def clock() -> float:
         nonlocal measuring
         await asyncio.sleep(warmup)
         measuring = True
+        cpu[0] = cpu_seconds()
         started = time.perf_counter()
         await asyncio.sleep(seconds)
+        cpu[1] = cpu_seconds()
         return time.perf_counter() - started
 
     results = await asyncio.gather(clock(), *(worker() for _ in range(clients)))
-    return Result(name, calls, float(results[0]), latencies, errors, tool_errors)
+    # Calls still in flight at the end are counted; the CPU they used partly is not: a rounding error.
+    return Result(name, calls, float(results[0]), latencies, errors, tool_errors, cpu[1] - cpu[0])
 
 
 def main() -> None:
@@ -265,10 +281,13 @@ def main() -> None:
         ("read_note outline", lambda i: {"name": "read_note", "arguments": {"id": ids[i % len(ids)], "outline": True}}),
     ]
     print(f"{args.notes} notes, {args.clients} concurrent clients, {args.seconds:.0f} s per scenario, "
-          f"{os.cpu_count()} cores; target >= {TARGET_RATE:.0f} calls/s and p50 < {TARGET_P50_MS:.0f} ms", flush=True)
+          f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} before); "
+          f"target >= {TARGET_RATE:.0f} calls/s and p50 < {TARGET_P50_MS:.0f} ms", flush=True)
     with Server(home) as server:
         for name, make in scenarios:
-            result = asyncio.run(run_load(server.port, server.token, name, make, args.clients, args.seconds, args.warmup))
+            result = asyncio.run(
+                run_load(server.port, server.token, name, make, args.clients, args.seconds, args.warmup, server.cpu_seconds)
+            )
             print(result.line(), flush=True)
 
 
