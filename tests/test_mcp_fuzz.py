@@ -17,15 +17,15 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from livesrv import live_server
 
+from livesrv import live_server
 from noteloom.app import App, access_token
 from noteloom.web.app import create_web_app
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 METHODS = ["initialize", "ping", "tools/list", "tools/call", "server/discover", "notifications/initialized",
            "notifications/cancelled", "resources/list", "", "tools/call/x", "rpc.discover"]
-FUZZ = settings(max_examples=1200, deadline=None, derandomize=True, database=None,
+FUZZ = settings(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=30)
@@ -131,13 +131,13 @@ def envelopes(draw: st.DrawFn) -> Any:
     return msg
 
 
-@FUZZ
+@settings(FUZZ, max_examples=1000)
 @given(message=st.one_of(envelopes(), st.lists(envelopes(), max_size=6), json_values))
 def test_random_envelopes_get_well_formed_answers(target: Target, message: Any) -> None:
     check_response(target.post(json.dumps(message).encode()), message)
 
 
-@FUZZ
+@settings(FUZZ, max_examples=600)
 @given(data=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
 def test_garbage_bodies_get_parse_or_request_errors(target: Target, data: bytes) -> None:
     response = target.post(data)
@@ -181,7 +181,7 @@ def tool_calls(draw: st.DrawFn, target: Target) -> dict[str, Any]:
             "params": {"name": name, "arguments": arguments}}
 
 
-@FUZZ
+@settings(FUZZ, max_examples=800)
 @given(data=st.data())
 def test_random_tool_arguments_never_crash_a_handler(target: Target, data: st.DataObject) -> None:
     call = data.draw(tool_calls(target))
@@ -213,7 +213,7 @@ def test_a_few_hundred_random_messages_over_real_http(app: App) -> None:
         {"id": 6}, 17, "str", None, [],
     ]
     with live_server(app) as srv, httpx2.Client(headers={**HEADERS, **srv.auth}, timeout=30) as http:
-        for _ in range(300):
+        for _ in range(250):
             shape = rng.random()
             if shape < 0.5:
                 message: Any = rng.choice(pool)

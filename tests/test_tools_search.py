@@ -38,10 +38,10 @@ def random_markdown(rng: random.Random) -> str:
 @pytest.mark.anyio
 async def test_every_hit_section_resolves_in_read_note_and_holds_the_word(app: App) -> None:
     rng = random.Random(7)
-    for i in range(60):
+    for i in range(30):
         app.workspace.create_note(f"note {i}", random_markdown(rng))
     checked = 0
-    for word in WORDS:
+    for word in WORDS[::2]:
         out = await payload(app, "search_notes", {"query": word, "limit": 100})
         for hit in out["results"]:
             assert "section" in hit, hit
@@ -50,7 +50,7 @@ async def test_every_hit_section_resolves_in_read_note_and_holds_the_word(app: A
             assert section["section"]["heading"] == hit["section_heading"]
             assert word in section["body"].lower()
             checked += 1
-    assert checked > 100
+    assert checked > 50
 
 
 @pytest.mark.anyio
