@@ -139,12 +139,19 @@ def test_items_noteloom_does_not_model_are_skipped_and_counted(ws: Workspace, tm
                                                       ("type_", 1)]))
     add_item(raw, "e" * 32, serialize_item("Old", "bin", [("id", "e" * 32), ("parent_id", PERSONAL),
                                                             ("deleted_time", 1700000000000), ("type_", 1)]))
+    add_item(raw, "0" * 32, serialize_item(None, "", [("id", "0" * 32), ("key", "locale"), ("type_", 3)]))
+    resource = (raw / f"{WHITEBOARD}.md").read_text(encoding="utf-8")
+    add_item(raw, WHITEBOARD, resource.replace("encryption_blob_encrypted: 0", "encryption_blob_encrypted: 1"))
     summary = import_path(ws, raw)
-    assert (summary.notes, summary.skipped, summary.warnings) == (6, 5, 5)
-    text = "\n".join(summary.messages)
-    for phrase in ("master keys", "revisions", "tag links to notes or tags missing", "encrypted items",
-                   "Joplin's trash"):
-        assert phrase in text
+    assert (summary.notes, summary.attachments, summary.skipped, summary.warnings) == (6, 1, 7, 7)
+    assert sorted(summary.messages) == [
+        "skipped encrypted items; decrypt them in Joplin, then export again: 2 (dddddddd, 02b02c50)",
+        "skipped items in Joplin's trash: 1 (eeeeeeee)",
+        "skipped master keys; noteloom keeps no encryption keys: 1 (aaaaaaaa)",
+        "skipped revisions; noteloom starts a fresh history: 1 (bbbbbbbb)",
+        "skipped settings: 1 (00000000)",
+        "skipped tag links to notes or tags missing from the export: 1 (cccccccc)",
+    ]
     assert state(ws)["notes"] == EXPECTED_NOTES
 
 
@@ -245,6 +252,12 @@ def test_a_bad_archive_is_one_line_and_changes_nothing(ws: Workspace, tmp_path: 
         import_path(ws, path)
     assert message in str(err.value) and "\n" not in str(err.value)
     assert state(ws)["notes"] == {} and files(ws) == before_files
+
+
+def test_an_empty_workspace_is_not_exported_as_an_empty_archive(ws: Workspace, tmp_path: Path) -> None:
+    with pytest.raises(ImportExportError, match="nothing to export"):
+        export_workspace(ws, tmp_path / "empty.jex", "jex")
+    assert not (tmp_path / "empty.jex").exists() and not list(tmp_path.glob(".empty.jex*"))
 
 
 def test_a_tar_without_joplin_items_is_refused(ws: Workspace, tmp_path: Path) -> None:

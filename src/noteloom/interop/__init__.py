@@ -10,8 +10,8 @@ Decisions a user can rely on:
   Joplin bodies import unchanged; a Markdown import rewrites relative links to the
   files it attaches, and a Markdown export rewrites them back to relative paths.
 - Ids are kept. When an id exists already in the workspace, ``duplicates="skip"``
-  (the default) leaves that note or attachment out with a counted warning (a notebook
-  with that id is reused, so re-importing an export adds only what is new);
+  (the default) leaves that note or attachment out with a counted warning (a live
+  notebook with that id is reused, so re-importing an export adds only what is new);
   ``duplicates="new-ids"`` imports it under a fresh id and rewrites the ``:/id``
   links of the imported bodies to match.
 - Tags are matched by title regardless of case.

@@ -59,6 +59,7 @@ UNMODELLED = {
 _ID = re.compile(r"^[0-9a-f]{32}$")
 _ITEM_NAME = re.compile(r"^([0-9a-f]{32})\.md$")
 _TYPE_LINE = re.compile(r"^type_: *\d+$")
+_ENCRYPTED = "skipped encrypted items; decrypt them in Joplin, then export again"
 #: Key under which noteloom keeps, in a resource's ``user_data``, the note that owns it.
 USER_DATA_APP = "noteloom"
 
@@ -251,7 +252,7 @@ def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, s
             notices.skip("skipped items of unknown types", f"type {item.type}")
             continue
         if item.get("encryption_applied") == "1" or item.get("encryption_cipher_text"):
-            notices.skip("skipped encrypted items; decrypt them in Joplin, then export again", item_id[:8])
+            notices.skip(_ENCRYPTED, item_id[:8])
             continue
         if item.get("deleted_time") not in ("", "0"):
             notices.skip("skipped items in Joplin's trash", item_id[:8])
@@ -325,6 +326,9 @@ def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, s
                 first_linker.setdefault(m.group(1), note.id)
     for r in resources:
         rid = r.get("id")
+        if r.get("encryption_blob_encrypted") == "1":
+            notices.skip(_ENCRYPTED, rid[:8])
+            continue
         ext = r.get("file_extension") or _ext_for(r.get("mime"))
         path = files.get(f"{rid}.{ext}" if ext else rid) or _find_file(files, rid)
         if path is None:
@@ -494,6 +498,9 @@ def resource_extension(a: AttachmentItem) -> str:
 def write_jex(snapshot: Snapshot, dest: Path, progress: Progress) -> ExportSummary:
     """Write ``snapshot`` as a ``.jex`` archive at ``dest`` (atomically: a temp file, then a rename)."""
     notices = snapshot.notices
+    if not (snapshot.books or snapshot.tags):
+        # Joplin refuses an archive without items, and so does our own import.
+        raise ImportExportError("the workspace has nothing to export: no notebooks and no tags")
     tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.part")
     mtime = int(time.time())
     total = len(snapshot.notes) + len(snapshot.attachments)
