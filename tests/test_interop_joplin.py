@@ -268,3 +268,45 @@ def test_a_tar_without_joplin_items_is_refused(ws: Workspace, tmp_path: Path) ->
         tar.addfile(info, io.BytesIO(b"hi"))
     with pytest.raises(ImportExportError, match="holds no Joplin items"):
         import_path(ws, path)
+
+
+def test_joplins_markdown_with_front_matter_export_imports_too(ws: Workspace) -> None:
+    summary = import_path(ws, FIXTURES / "md_frontmatter")
+    assert (summary.format, summary.notebooks, summary.notes, summary.tags, summary.attachments) == (
+        "markdown", 5, 6, 4, 2)
+    assert (summary.skipped, summary.warnings) == (0, 0)
+    got = state(ws)
+    paths = _paths(got["notebooks"])
+    assert sorted(paths.values()) == ["Personal", "Work", "Work/Projects", "Work/Projects/Alpha", "日記"]
+    atts = {a["filename"]: (i, a) for i, a in got["attachments"].items()}
+    assert set(atts) == {"whiteboard.png", "議事録.txt"}
+    png_id, png = atts["whiteboard.png"]
+    txt_id, txt = atts["議事録.txt"]
+    assert (png["mime"], png["bytes"], txt["mime"], txt["sha256"]) == (
+        "image/png", 70, "text/plain", expected_attachments()[MINUTES]["sha256"])
+    # Joplin's Markdown export keeps times to the second and "completed?" without a time.
+    by_place = {(paths[n["notebook_id"]], n["title"]): (i, n) for i, n in got["notes"].items()}
+
+    def second(ms: int | None) -> int | None:
+        return None if ms is None else ms // 1000 * 1000
+
+    for old in EXPECTED_NOTES.values():
+        book = {ALPHA: "Work/Projects/Alpha", PROJECTS: "Work/Projects", PERSONAL: "Personal", DIARY: "日記"}[
+            str(old["notebook_id"])]
+        new = by_place[(book, old["title"])][1]
+        body = str(old["body"]).replace(f":/{MINUTES}", f":/{txt_id}").replace(f":/{WHITEBOARD}", f":/{png_id}")
+        assert new["body"].rstrip("\n") == body.rstrip("\n")
+        assert (new["tags"], new["is_todo"], new["todo_due"], new["source_url"]) == (
+            old["tags"], old["is_todo"], old["todo_due"], old["source_url"])
+        assert (new["created_time"], new["updated_time"]) == (
+            second(old["created_time"]), second(old["updated_time"]))  # type: ignore[arg-type]
+        completed = second(old["updated_time"]) if old["todo_completed"] else None  # type: ignore[arg-type]
+        assert new["todo_completed"] == completed
+    assert png["note_id"] == txt["note_id"] == by_place[("Work/Projects", "Whiteboard photo")][0]
+
+
+def _paths(books: dict[str, tuple[str | None, str, int, int]]) -> dict[str, str]:
+    def path(i: str) -> str:
+        parent, title = books[i][0], books[i][1]
+        return f"{path(parent)}/{title}" if parent else title
+    return {i: path(i) for i in books}
