@@ -163,7 +163,13 @@ def read_raw(folder: Path, progress: Progress) -> Bundle:
 
     def items() -> Iterator[tuple[str, bytes]]:
         for i, name in enumerate(names):
-            yield name, (folder / name).read_bytes()
+            try:
+                data = (folder / name).read_bytes()
+            except OSError as exc:
+                raise ImportExportError(
+                    f"{str(folder / name)!r} cannot be read ({exc.strerror or exc}); check it and import again"
+                ) from exc
+            yield name, data
             if i % 500 == 0:
                 progress("reading", i, len(names))
 

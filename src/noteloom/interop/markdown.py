@@ -184,7 +184,10 @@ def _read_books(r: _Reader, bundle: Bundle, note_folders: set[str]) -> dict[str,
 
 
 def _read_text(path: Path, notices: Notices) -> str:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ImportExportError(f"{str(path)!r} cannot be read ({exc.strerror or exc}); check it and import again") from exc
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:

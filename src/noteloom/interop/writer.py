@@ -111,7 +111,9 @@ def _stage_files(bundle: Bundle, staging: Path, progress: Progress) -> dict[str,
             else:
                 shutil.copyfile(a.source, dest)
         except OSError as exc:
-            raise ImportExportError(f"could not read attachment {str(a.source)!r}: {exc.strerror or exc}") from exc
+            raise ImportExportError(
+                f"attachment {str(a.source)!r} cannot be read ({exc.strerror or exc}); check it and import again"
+            ) from exc
         out[a.id] = dest
         if i % 200 == 0:
             progress("files", i, total)
