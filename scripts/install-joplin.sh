@@ -12,6 +12,11 @@ if [ -x "$bin" ] && [ "$(cat "$dest/.installed" 2>/dev/null)" = "$version" ]; th
     exit 0
 fi
 
+if ! command -v npm >/dev/null 2>&1; then
+    echo "install-joplin: npm is needed (Node.js 20); scripts/install-system-deps.sh installs it" >&2
+    exit 1
+fi
+
 # The keychain module Joplin pulls in is compiled at install time against libsecret.
 if ! dpkg -s libsecret-1-dev >/dev/null 2>&1; then
     apt-get install -y libsecret-1-dev || { apt-get update && apt-get install -y libsecret-1-dev; }
