@@ -318,6 +318,15 @@ def test_the_anchor_is_the_first_match_of_any_body_word_and_respects_word_bounds
     assert hit.section == "1" and "catalog" in hit.snippet
 
 
+def test_the_anchor_stays_aligned_when_lower_casing_changes_lengths(any_ws: Workspace) -> None:
+    # "İ" lower-cases to two characters: offsets found in a lower-cased copy would drift.
+    body = "# İSTANBUL\n\n" + "İ" * 80 + " words\n\n# Next\n\nthe kumquat here\n"
+    any_ws.create_note("dotted", body)
+    hit = only(search_notes(any_ws, "kumquat"))
+    assert (hit.section, hit.section_heading) == ("2", "Next")
+    assert hit.snippet.endswith("words # Next the kumquat here")
+
+
 def test_a_phrase_anchors_where_the_whole_phrase_occurs(any_ws: Workspace) -> None:
     body = "# A\n\nnew things\n\n# B\n\nnew\n  york\n"
     any_ws.create_note("ny", body)
@@ -541,3 +550,10 @@ def test_any_query_returns_hits_or_raises_query_error_on_either_engine(any_ws: W
     except QueryError:
         return
     assert all(isinstance(h, SearchHit) for h in hits)
+
+
+def test_a_note_with_a_huge_vocabulary_is_saved_and_found_by_its_beginning(any_ws: Workspace) -> None:
+    words = " ".join(f"w{i:07d}x" for i in range(130_000))  # ~1.3 MB, every word distinct
+    any_ws.create_note("huge", "aardvark " + words)
+    assert found(any_ws, "aardvark") == {"huge"}
+    assert found(any_ws, "w0000001x") == {"huge"}

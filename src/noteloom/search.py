@@ -138,7 +138,7 @@ def search_notes(
             bodies = {
                 r.seq: r.body for r in c.execute(sa.select(_n.c.seq, _n.c.body).where(_n.c.seq.in_(seqs)))
             }
-    anchor = _anchor_regex(q.body_terms) if q.body_terms else None
+    anchor = _anchor(q.body_terms) if q.body_terms else None
     return [_hit(r, bodies.get(r.seq, ""), anchor) for r in rows]
 
 
@@ -527,30 +527,29 @@ def _ts_phrase(tokens: Sequence[Token], weight: str) -> str:
 
 _WORD = re.compile(r"[^\W_]+")
 _CJK_SPLIT = re.compile(f"([{db.CJK_CHARS}]+)")
-# Outlines of long notes, most recently used last (an LRU).
-_LONG_NOTE = 16_000
-_LONG_OUTLINES_KEPT = 256
-_long_outlines: OrderedDict[tuple[str, int, int, int], tuple[outline.Section, ...]] = OrderedDict()
-_long_lock = threading.Lock()
-_BLANK_LINE = re.compile(r"\n[ \t]*(?:\r\n|\n|\r)")
+# Outlines of the notes hits fell in, most recently used last (an LRU).
+_OUTLINES_KEPT = 4096
+_outlines: OrderedDict[tuple[str, int, int, int], tuple[outline.Section, ...]] = OrderedDict()
+_outlines_lock = threading.Lock()
 _SPACES = re.compile(r"\s+")
 
 
-def _hit(row: _Row, body: str, anchor: re.Pattern[str] | None) -> SearchHit:
+def _hit(row: _Row, body: str, anchor: _Anchor | None) -> SearchHit:
     if anchor is None:
         return SearchHit(row.id, row.title, row.notebook_id, row.updated_time, "", None, None, row.score)
-    m = anchor.search(body)
-    if m is None:  # the words matched the title only
+    span = anchor.find(body)
+    if span is None:  # the words matched the title only
         return SearchHit(
             row.id, row.title, row.notebook_id, row.updated_time, _snippet(body, 0, 0), None, None, row.score
         )
-    sec = _section_at(row, body, m.start())
+    start, end = span
+    sec = _section_at(row, body, start)
     return SearchHit(
         row.id,
         row.title,
         row.notebook_id,
         row.updated_time,
-        _snippet(body, m.start(), m.end()),
+        _snippet(body, start, end),
         sec.path,
         sec.heading,
         row.score,
@@ -558,27 +557,20 @@ def _hit(row: _Row, body: str, anchor: re.Pattern[str] | None) -> SearchHit:
 
 
 def _section_at(row: _Row, body: str, offset: int) -> outline.Section:
-    """The innermost section holding ``offset``.
-
-    A short note is parsed only up to the end of the paragraph holding the offset: no
-    later text can change which headings come before it (a setext underline follows
-    its text directly). A long note's outline is kept between searches, since the same
-    long notes tend to come back for every query that touches them.
-    """
-    if len(body) < _LONG_NOTE:
-        m = _BLANK_LINE.search(body, offset)
-        return outline.innermost_section_in(outline.sections(body[: m.end()] if m else body), offset)
+    """The innermost section holding ``offset``. Outlines are kept between searches
+    (keyed by note, version and a hash of the text, never the text itself): the same
+    notes come back for query after query, and parsing is most of a hit's cost."""
     key = (row.id, row.updated_time, len(body), hash(body))
-    with _long_lock:
-        secs = _long_outlines.get(key)
+    with _outlines_lock:
+        secs = _outlines.get(key)
         if secs is not None:
-            _long_outlines.move_to_end(key)
+            _outlines.move_to_end(key)
     if secs is None:
         secs = tuple(outline.sections(body))
-        with _long_lock:
-            _long_outlines[key] = secs
-            while len(_long_outlines) > _LONG_OUTLINES_KEPT:
-                _long_outlines.popitem(last=False)
+        with _outlines_lock:
+            _outlines[key] = secs
+            while len(_outlines) > _OUTLINES_KEPT:
+                _outlines.popitem(last=False)
     return outline.innermost_section_in(secs, offset)
 
 
@@ -609,30 +601,55 @@ def _snippet(body: str, start: int, end: int) -> str:
     return ("…" if cut_front and text else "") + text + ("…" if cut_back and text else "")
 
 
+@dataclass(frozen=True)
+class _Anchor:
+    """Where the first of some terms occurs in a raw body, as the index would have
+    matched it: whole words (a prefix: a word start), any case, any accents; CJK as
+    written. One pattern per term over the lower-cased body, each starting with plain
+    letters where it can, so ``re`` scans for them at C speed; word starts are checked
+    on the few candidates."""
+
+    patterns: tuple[tuple[re.Pattern[str], bool], ...]  # (pattern, must start a word)
+
+    def find(self, body: str) -> tuple[int, int] | None:
+        text = body.lower()
+        if len(text) != len(body):  # a few letters lower-case to two: keep offsets aligned
+            text = "".join(c if len(c.lower()) != 1 else c.lower() for c in body)
+        best: tuple[int, int] | None = None
+        for rx, word_start in self.patterns:
+            for m in rx.finditer(text):
+                if best is not None and m.start() >= best[0]:
+                    break
+                if not word_start or m.start() == 0 or not _is_word_char(text[m.start() - 1]):
+                    best = m.span()
+                    break
+        return best
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum()
+
+
 @functools.lru_cache(maxsize=256)
-def _anchor_regex(terms: tuple[TextTerm, ...]) -> re.Pattern[str]:
-    """Where any of ``terms`` occurs in a raw body, as the index would have matched it:
-    whole words (a prefix: word starts), any case, any accents; CJK as written."""
-    return re.compile("|".join(f"(?:{_anchor_pattern(t)})" for t in terms), re.IGNORECASE)
+def _anchor(terms: tuple[TextTerm, ...]) -> _Anchor:
+    return _Anchor(tuple(_anchor_pattern(t) for t in terms))
 
 
-def _anchor_pattern(term: TextTerm) -> str:
+def _anchor_pattern(term: TextTerm) -> tuple[re.Pattern[str], bool]:
     pieces: list[tuple[str, bool]] = []  # (regex, is CJK)
     for word in _WORD.findall(unicodedata.normalize("NFC", term.text)):
         for k, piece in enumerate(_CJK_SPLIT.split(word)):
             if piece:
-                pieces.append((re.escape(piece), True) if k % 2 else ("".join(map(_letter, piece)), False))
+                low = piece.lower()
+                pieces.append((re.escape(low), True) if k % 2 else ("".join(map(_letter, low)), False))
     out = []
     for i, (rx, cjk) in enumerate(pieces):
         if i:
             out.append(r"[\W_]*" if cjk or pieces[i - 1][1] else r"[\W_]+")
         out.append(rx)
-    regex = "".join(out)
-    if not pieces[0][1]:
-        regex = r"(?<![^\W_])" + regex
     if not pieces[-1][1] and not term.prefix:
-        regex += r"(?![^\W_])"
-    return regex
+        out.append(r"(?![^\W_])")
+    return re.compile("".join(out)), not pieces[0][1]
 
 
 def _letter(ch: str) -> str:
