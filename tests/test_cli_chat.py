@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from anyio.from_thread import start_blocking_portal
 from typer.testing import CliRunner
 
 import noteloom.cli.chat_cmds as chat_cmds
 import noteloom.plugins
-from llm_support import no_network  # noqa: F401
+from llm_support import Exchange, LoopbackServer, no_network  # noqa: F401
 from noteloom.app import open_app
 from noteloom.cli import cli
 from noteloom.config import load_settings
@@ -164,6 +165,31 @@ def test_chat_keeps_the_conversation_until_end_of_input(invoke: Invoke, home: Pa
     assert [m.text for m in first.messages] == ["hello"]
     assert [m.text for m in second.messages] == ["hello", "Hi!", "how are you?"]
     assert "[rec:script] tokens:" in err
+
+
+def test_chat_talks_to_a_real_openai_compatible_server_over_several_turns(invoke: Invoke, home: Path) -> None:
+    requests: list[dict[str, Any]] = []
+
+    async def answer(ex: Exchange) -> None:
+        requests.append(json.loads(ex.body))
+        await ex.start_stream()
+        for delta, finish in (({"content": f"Answer {len(requests)}."}, None), ({}, "stop")):
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            await ex.send(f"data: {json.dumps(chunk)}\n\n".encode())
+        await ex.send(b"data: [DONE]\n\n")
+        await ex.end()
+
+    # The server runs in its own thread and event loop; the CLI starts its own.
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(LoopbackServer(answer)) as server:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "noteloom.toml").write_text(f'[providers.local]\ntype = "openai"\nbase_url = "{server.url}/v1"\n')
+        code, out, err = invoke("chat", "-m", "local:qwen3:8b", input="one\ntwo\nthree\n")
+    assert code == 0, err
+    assert out == "Answer 1.\nAnswer 2.\nAnswer 3.\n"
+    assert requests[2]["model"] == "qwen3:8b"
+    assert [m["content"] for m in requests[2]["messages"][1:]] == ["one", "Answer 1.", "two", "Answer 2.", "three"]
+    assert "cost: $0.0000" in err, "a loopback server is local: free"
 
 
 def test_models_lists_what_is_configured_without_showing_keys(invoke: Invoke, home: Path,

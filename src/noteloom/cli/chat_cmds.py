@@ -71,7 +71,7 @@ def ask(
     with opened(home) as app:
         session = _session(app, model, yes, level)
         message = Message.user(_with_note(app, question, note) if note else question)
-        result = anyio.run(session.turn, [message])
+        result = anyio.run(session.ask, [message])
         session.print_totals()
         _exit_for(result)
 
@@ -86,26 +86,8 @@ def chat(
     level = _thinking(thinking)
     with opened(home) as app:
         session = _session(app, model, yes, level)
-        history: list[Message] = []
-        interactive = stdin_is_tty()
-        if interactive:
-            typer.echo(f"Chatting with {session.address}. End with Ctrl-D.", err=True)
-        while True:
-            if interactive:
-                typer.echo("you> ", nl=False, err=True)
-            line = sys.stdin.readline()
-            if not line:
-                break
-            text = line.strip()
-            if not text:
-                continue
-            history.append(Message.user(text))
-            result = anyio.run(session.turn, history)
-            history.extend(result.messages)
-            typer.echo("", err=True)
-            if result.stop_reason == "error":
-                # A failed turn stays out of the history the next turn sends.
-                del history[-1 - len(result.messages) :]
+        # One event loop for the whole conversation: the provider's connections belong to it.
+        anyio.run(session.converse, stdin_is_tty())
         session.print_totals()
 
 
@@ -154,6 +136,38 @@ class _Session:
     @property
     def address(self) -> str:
         return f"{self.provider.name}:{self.model}"
+
+    async def ask(self, history: list[Message]) -> RunResult:
+        """One turn, then the provider's connections are closed."""
+        try:
+            return await self.turn(history)
+        finally:
+            await self.provider.aclose()
+
+    async def converse(self, interactive: bool) -> None:
+        """Turns from stdin, one line each, until end of input."""
+        history: list[Message] = []
+        if interactive:
+            self._err(f"Chatting with {self.address}. End with Ctrl-D.")
+        try:
+            while True:
+                if interactive:
+                    typer.echo("you> ", nl=False, err=True)
+                line = await anyio.to_thread.run_sync(sys.stdin.readline)
+                if not line:
+                    return
+                text = line.strip()
+                if not text:
+                    continue
+                history.append(Message.user(text))
+                result = await self.turn(history)
+                history.extend(result.messages)
+                typer.echo("", err=True)
+                if result.stop_reason == "error":
+                    # A failed turn stays out of the history the next turn sends.
+                    del history[-1 - len(result.messages) :]
+        finally:
+            await self.provider.aclose()
 
     async def turn(self, history: list[Message]) -> RunResult:
         """Run until the turn settles, asking y/N for each held call in between."""
