@@ -73,11 +73,12 @@ WAITING_FOR_MODEL = "Waiting for model…"
 
 
 def default_policy(tool: ToolDef) -> Policy:
-    """Reads and additive writes run; whatever removes or replaces content asks first."""
+    """From the tool's effect: reads and writes run, destructive tools ask first."""
     return "confirm" if tool.effect == "destructive" else "auto"
 
 
 def _policy_setting(value: Any, name: str) -> Policy | None:
+    """A stored ``tool.<name>.policy`` value, or ``None`` when unset or not a policy."""
     if value is None:
         return None
     if value in POLICIES:
@@ -88,6 +89,8 @@ def _policy_setting(value: Any, name: str) -> Policy | None:
 
 @dataclass
 class _Entry:
+    """A tool of the turn and its policy."""
+
     tool: ToolDef
     policy: Policy
 
@@ -101,6 +104,7 @@ def _read_settings(workspace: Workspace) -> dict[str, Any]:
 
 
 def _positive(value: Any, key: str) -> int | None:
+    """A stored whole number above 0, or ``None`` (logged when malformed)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -110,6 +114,7 @@ def _positive(value: Any, key: str) -> int | None:
 
 
 def _money(value: Any) -> Decimal | None:
+    """A stored USD amount, or ``None`` (logged when malformed)."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -151,6 +156,8 @@ class _Draft:
 
 @dataclass
 class _Step:
+    """What one model call left: its message, usage, why it ended."""
+
     message: Message | None
     usage: Usage
     finish: str | None
