@@ -42,7 +42,7 @@ SYSTEM_PROMPT = (
     "When a question may concern the user's notes, use the tools to look before answering, and say "
     "plainly when nothing matches. Answer in Markdown, briefly."
 )
-MODEL_OPTION = typer.Option(None, "--model", "-m", help="provider:model (default: [providers] default; `noteloom models` lists them).")
+MODEL_OPTION = typer.Option(None, "--model", "-m", help="provider:model (default: $NOTELOOM_MODEL, else providers.default in noteloom.toml; `noteloom models` lists them).")
 YES_OPTION = typer.Option(False, "--yes", "-y", help="Approve every tool call that asks for confirmation.")
 THINKING_OPTION = typer.Option(None, "--thinking", help="How hard the model thinks: off, low, medium or high.")
 
