@@ -347,3 +347,20 @@ async def test_content_type_accept_and_protocol_header_are_checked(rpc: Rpc) -> 
     assert (await rpc.post(ping, headers={"Content-Type": "application/json; charset=utf-8"})).status_code == 200
     bad = await rpc.post(ping, headers={"MCP-Protocol-Version": "1999-01-01"})
     assert bad.status_code == 400 and "1999-01-01" in bad.json()["error"]["message"]
+
+
+@pytest.mark.anyio
+async def test_a_revoked_token_is_refused_once_the_short_trust_window_has_passed(
+    rpc: Rpc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noteloom.web import auth
+
+    now = [1000.0]
+    monkeypatch.setattr(auth.time, "monotonic", lambda: now[0])
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert (await rpc.post(ping)).status_code == 200
+    owner = rpc.app.workspace.ensure_owner()
+    rpc.app.workspace.create_token(owner.id, revoke_others=True)  # as `noteloom token --new` elsewhere would
+    assert (await rpc.post(ping)).status_code == 200  # still trusted for a moment: no query per request
+    now[0] += auth.TOKEN_CACHE_SECONDS + 0.1
+    assert (await rpc.post(ping)).status_code == 401

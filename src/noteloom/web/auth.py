@@ -8,6 +8,7 @@ same-site cookie so a browser can follow links), or from that cookie.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
@@ -26,6 +27,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 COOKIE = "noteloom_token"
 PUBLIC_PATHS = frozenset({"/health"})
+#: How long a token found valid is trusted without asking the database again. Checking costs
+#: a query and a thread hop on every request (a third of a small MCP call); the price is that
+#: a token revoked by another process keeps working here for up to this long.
+TOKEN_CACHE_SECONDS = 5.0
 
 
 def token_from_scope(scope: Scope) -> tuple[str | None, bool]:
@@ -54,17 +59,25 @@ class TokenAuth:
     def __init__(self, app: ASGIApp, workspace: Workspace) -> None:
         self.app = app
         self.workspace = workspace
+        self._valid: dict[str, tuple[User, float]] = {}  # token -> (user, trusted until)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
         token, from_query = token_from_scope(scope)
-        try:
-            user: User = await to_thread.run_sync(self.workspace.verify_token, token)
-        except AuthError as exc:
-            await _unauthorized(send, str(exc))
-            return
+        cached = self._valid.get(token) if token else None
+        if cached is not None and cached[1] > time.monotonic():
+            user = cached[0]
+        else:
+            try:
+                user = await to_thread.run_sync(self.workspace.verify_token, token)
+            except AuthError as exc:
+                await _unauthorized(send, str(exc))
+                return
+            if len(self._valid) > 256:  # only a few tokens are ever live; never let junk pile up
+                self._valid.clear()
+            self._valid[token or ""] = (user, time.monotonic() + TOKEN_CACHE_SECONDS)
         scope.setdefault("state", {})["user"] = user
         if not from_query or scope["type"] != "http":
             await self.app(scope, receive, send)
