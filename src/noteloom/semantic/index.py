@@ -1,25 +1,7 @@
-"""The semantic index: note chunks as vectors, kept current from the change feed.
+"""The index itself: chunks of every live note as vectors, kept current from the change feed.
 
-Every write to a note appends to ``note_changes`` in its own transaction. The
-index follows that feed with a cursor stored in the database (``semantic_index``),
-so it survives restarts and sees changes made by any process. When the index is
-first built, or rebuilt for another model, it also walks every note once (the
-*back-fill*, with its own stored position); fresh edits go first, so an edited
-note is findable within about a second even during a long back-fill.
-
-For each changed note it re-chunks the body (``noteloom.chunks``), embeds only the
-chunks whose content hash is new, keeps the vectors of the others, and removes the
-chunks of notes that were trashed or purged. All of one note's changes are
-written in one transaction; the cursor moves in the same transaction, so a
-crash repeats a little work and loses none.
-
-``SemanticIndex.running()`` is the background worker: an async context manager
-(the web app's lifespan enters it) that owns one task, loads the model off the
-request path, and on exit stops at the next batch boundary without committing
-half a batch. ``SemanticIndex.sync()`` does the same work in the foreground
-(``noteloom index``).
-
-``hybrid_search`` fuses this with keyword search (see its docstring for how).
+See the package docstring for how it follows the feed, what it re-embeds and how
+its worker starts and stops.
 """
 
 from __future__ import annotations
@@ -29,11 +11,10 @@ import logging
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import anyio
 import sqlalchemy as sa
@@ -42,20 +23,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from noteloom import db
 from noteloom.chunks import Chunk, ChunkSpec, chunk_note
-from noteloom.embedders import DEFAULT_LOCAL_MODEL, Embedder, EmbedderFactory, local_model_available
-from noteloom.errors import ConfigError, InvalidInput, NoteloomError
+from noteloom.embedders import Embedder
+from noteloom.errors import InvalidInput, NoteloomError
 from noteloom.vectors import IndexMeta, VectorStore, chunks, index_state, read_meta, vector_store
-
-__all__ = [
-    "DEFAULT_THRESHOLDS",
-    "ChunkHit",
-    "IndexStatus",
-    "Relevance",
-    "SemanticIndex",
-    "SemanticResult",
-    "index_worker",
-    "open_index",
-]
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +168,12 @@ class SemanticIndex:
             updated_time=meta.updated_time if current and meta else None,
         )
 
+    def is_built(self) -> bool:
+        """Whether an index for this model exists (possibly still catching up)."""
+        with db.read_tx(self.engine) as conn:
+            meta = read_meta(conn)
+        return meta is not None and meta.model == self.model
+
     def pending_notes(self) -> int:
         with db.read_tx(self.engine) as conn:
             return self._pending(conn, read_meta(conn))
@@ -274,17 +250,21 @@ class SemanticIndex:
         return meta
 
     def step(self) -> int:
-        """Index one batch of changed notes; returns how many notes it looked at (0: nothing to do)."""
+        """Index one batch of changed notes; returns how many notes it looked at."""
+        return self._step()[0]
+
+    def _step(self) -> tuple[int, bool]:
+        """(notes looked at, whether there was anything to do)."""
         with self._step_lock:
             self._busy = True
             try:
                 meta = self._ensure_built()
                 work = self._next_work(meta)
                 if work is None:
-                    return 0
+                    return 0, False
                 self._apply(work)
                 self._error = None
-                return max(1, len(work.note_ids))
+                return len(work.note_ids), True
             finally:
                 self._busy = False
 
@@ -294,8 +274,8 @@ class SemanticIndex:
         total = self.pending_notes()
         done = 0
         while True:
-            n = self.step()
-            if not n:
+            n, worked = self._step()
+            if not worked:
                 break
             done += n
             total = max(total, done + self.pending_notes())
@@ -490,19 +470,19 @@ class SemanticIndex:
             try:
                 # On shutdown ``_stop`` is set and the step stops at its next batch boundary,
                 # before writing; it is not waited for, since a step commits all or nothing.
-                n = await to_thread.run_sync(self.step, abandon_on_cancel=True)
+                _, worked = await to_thread.run_sync(self._step, abandon_on_cancel=True)
                 failures = 0
             except _Stopped:
                 return
             except NoteloomError as exc:
-                n, failures = 0, failures + 1
+                worked, failures = False, failures + 1
                 self._error = str(exc)
                 log.warning("semantic index: %s", exc)
             except Exception as exc:  # a bug; keep the server up and say so in the status
-                n, failures = 0, failures + 1
+                worked, failures = False, failures + 1
                 self._error = f"{type(exc).__name__}: {exc}"
                 log.exception("semantic index step failed")
-            if n:
+            if worked:
                 await anyio.sleep(0)
             else:
                 await anyio.sleep(self.poll_interval if not failures else min(60.0, 2.0**failures))
@@ -631,72 +611,3 @@ def _chunk_values(c: Chunk) -> dict[str, Any]:
         "content_hash": c.content_hash,
         "text": c.text,
     }
-
-
-# -- wiring ------------------------------------------------------------------------------------
-
-
-def open_index(
-    engine: Engine,
-    config: Mapping[str, Any],
-    factories: Mapping[str, EmbedderFactory],
-    env: Mapping[str, str],
-) -> SemanticIndex | None:
-    """The semantic index the ``[embeddings]`` settings describe, or ``None`` when it is off.
-
-    With no ``[embeddings]`` table, it is on with the local all-MiniLM-L6-v2 model when the
-    ``embeddings`` extra is installed and the database can hold vectors, and off otherwise
-    (keyword search works either way). ``enabled = false`` turns it off. The kind of
-    embedder is ``type``, or the prefix of ``model`` (``local:…``, ``openai:…``).
-    """
-    if config.get("enabled", True) is False:
-        return None
-    explicit = bool(config)
-    kind = str(config.get("type") or "")
-    model = str(config.get("model") or "")
-    if not kind:
-        kind = model.split(":", 1)[0] if ":" in model and not Path(model).is_absolute() else "local"
-    if kind == "local" and not explicit and not local_model_available(DEFAULT_LOCAL_MODEL):
-        return None
-    factory = factories.get(kind)
-    if factory is None:
-        known = ", ".join(sorted(factories)) or "none"
-        raise ConfigError(f"[embeddings] names the embedder type {kind!r}, which no plugin provides (known: {known})")
-    embedder = factory(config, env)
-    thresholds = config.get("thresholds", {})
-    if not isinstance(thresholds, Mapping) or not all(
-        k in DEFAULT_THRESHOLDS and isinstance(v, int | float) for k, v in thresholds.items()
-    ):
-        raise ConfigError("[embeddings.thresholds] takes numbers for strict, normal and loose (cosine similarity)")
-    spec = ChunkSpec(
-        max_chars=_setting(config, "chunk_chars", ChunkSpec.max_chars),
-        overlap=_setting(config, "chunk_overlap", ChunkSpec.overlap),
-    )
-    index = SemanticIndex(engine, embedder, spec=spec, thresholds={k: float(v) for k, v in thresholds.items()})
-    reason = index.unavailable_reason()
-    if reason is not None:
-        if not explicit:
-            log.info("semantic search is off: %s", reason)
-            return None
-        raise ConfigError(f"[embeddings] is set, but {reason}")
-    return index
-
-
-def _setting(config: Mapping[str, Any], key: str, default: int) -> int:
-    value = config.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(f"[embeddings] {key} must be a whole number, not {value!r}")
-    return value
-
-
-class _HasServices(Protocol):
-    services: dict[str, Any]
-
-
-def index_worker(app: _HasServices) -> AbstractAsyncContextManager[Any]:
-    """The background indexer of ``app`` as a lifespan (``create_web_app(app, lifespans=[index_worker])``);
-    a context that does nothing when semantic search is off."""
-    index = app.services.get("semantic")
-    if isinstance(index, SemanticIndex):
-        return index.running()
-    return nullcontext()

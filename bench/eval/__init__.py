@@ -1,0 +1,1 @@
+"""The retrieval evaluation set: notes, queries and the notes each query should find."""

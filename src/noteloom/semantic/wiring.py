@@ -1,0 +1,84 @@
+"""Wiring: the index the ``[embeddings]`` settings describe, and its worker as a lifespan."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
+from pathlib import Path
+from typing import Any, Protocol
+
+from sqlalchemy.engine import Engine
+
+from noteloom.chunks import ChunkSpec
+from noteloom.embedders import DEFAULT_LOCAL_MODEL, EmbedderFactory, local_model_available
+from noteloom.errors import ConfigError
+from noteloom.semantic.index import DEFAULT_THRESHOLDS, SemanticIndex
+
+log = logging.getLogger("noteloom.semantic")
+
+
+def open_index(
+    engine: Engine,
+    config: Mapping[str, Any],
+    factories: Mapping[str, EmbedderFactory],
+    env: Mapping[str, str],
+) -> SemanticIndex | None:
+    """The semantic index the ``[embeddings]`` settings describe, or ``None`` when it is off.
+
+    With no ``[embeddings]`` table, it is on with the local all-MiniLM-L6-v2 model when the
+    ``embeddings`` extra is installed and the database can hold vectors, and off otherwise
+    (keyword search works either way). ``enabled = false`` turns it off. The kind of
+    embedder is ``type``, or the prefix of ``model`` (``local:…``, ``openai:…``).
+    """
+    if config.get("enabled", True) is False:
+        return None
+    explicit = bool(config)
+    kind = str(config.get("type") or "")
+    model = str(config.get("model") or "")
+    if not kind:
+        kind = model.split(":", 1)[0] if ":" in model and not Path(model).is_absolute() else "local"
+    if kind == "local" and not explicit and not local_model_available(DEFAULT_LOCAL_MODEL):
+        return None
+    factory = factories.get(kind)
+    if factory is None:
+        known = ", ".join(sorted(factories)) or "none"
+        raise ConfigError(f"[embeddings] names the embedder type {kind!r}, which no plugin provides (known: {known})")
+    embedder = factory(config, env)
+    thresholds = config.get("thresholds", {})
+    if not isinstance(thresholds, Mapping) or not all(
+        k in DEFAULT_THRESHOLDS and isinstance(v, int | float) for k, v in thresholds.items()
+    ):
+        raise ConfigError("[embeddings.thresholds] takes numbers for strict, normal and loose (cosine similarity)")
+    spec = ChunkSpec(
+        max_chars=_setting(config, "chunk_chars", ChunkSpec.max_chars),
+        overlap=_setting(config, "chunk_overlap", ChunkSpec.overlap),
+    )
+    index = SemanticIndex(engine, embedder, spec=spec, thresholds={k: float(v) for k, v in thresholds.items()})
+    reason = index.unavailable_reason()
+    if reason is not None:
+        if not explicit:
+            log.info("semantic search is off: %s", reason)
+            return None
+        raise ConfigError(f"[embeddings] is set, but {reason}")
+    return index
+
+
+def _setting(config: Mapping[str, Any], key: str, default: int) -> int:
+    value = config.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"[embeddings] {key} must be a whole number, not {value!r}")
+    return value
+
+
+class _HasServices(Protocol):
+    services: dict[str, Any]
+
+
+def index_worker(app: _HasServices) -> AbstractAsyncContextManager[Any]:
+    """The background indexer of ``app`` as a lifespan (``create_web_app(app, lifespans=[index_worker])``);
+    a context that does nothing when semantic search is off."""
+    index = app.services.get("semantic")
+    if isinstance(index, SemanticIndex):
+        return index.running()
+    return nullcontext()
