@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from noteloom.errors import NotFound
 from noteloom.outline import outline_text, resolve_section, section_text
 from noteloom.plugins import hookimpl
-from noteloom.search import search_notes
+from noteloom.semantic import hybrid_search
 from noteloom.tools import (
     Handler,
     ToolContext,
@@ -290,7 +290,10 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
         with ws.read() as c:
             scoped = Books(ctx, c).visible_ids
     # One extra hit tells whether there is a next page without counting every match.
-    hits = search_notes(ws, args["query"], limit=limit + 1, offset=offset, notebook_ids=scoped)
+    hits = hybrid_search(
+        ws, ctx.services.get("semantic"), args["query"], mode=args.get("mode"),
+        limit=limit + 1, offset=offset, notebook_ids=scoped,
+    ).hits
     page = hits[:limit]
     with ws.read() as c:
         titles = notebook_titles(ctx, c, {h.notebook_id for h in page})
@@ -319,8 +322,10 @@ SEARCH_NOTES = ToolDef(
     name="search_notes",
     title="Search notes",
     description=(
-        "Keyword search over the user's notes, best matches first. Words must all match "
-        '(AND); "quoted phrases", prefix*, -exclusion, and filters title:, body:, tag:, '
+        "Search the user's notes, one result per note, best matches first. mode: keyword "
+        "(exact words), semantic (by meaning, other words welcome) or hybrid (both fused; the "
+        "default when the semantic index is on, keyword otherwise). In keyword syntax words "
+        'must all match (AND); "quoted phrases", prefix*, -exclusion, and filters title:, body:, tag:, '
         "notebook:, created:, updated:, type:todo|note, iscompleted:1|0, due: work. Each result "
         "has id, title, notebook, updated_time, a snippet around the match and, when a body "
         "word matched, the section (path and heading) it sits in: pass that section to "
@@ -331,6 +336,7 @@ SEARCH_NOTES = ToolDef(
             "query": {"type": "string", "minLength": 1, "description": "What to look for."},
             "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_MAX, "default": 20},
             "offset": {"type": "integer", "minimum": 0, "default": 0, "description": "Skip this many results (paging)."},
+            "mode": {"type": "string", "enum": ["keyword", "semantic", "hybrid"], "description": "How to match (default: hybrid when the semantic index is on, else keyword)."},
         },
         ["query"],
     ),
