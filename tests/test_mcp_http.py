@@ -364,3 +364,17 @@ async def test_a_revoked_token_is_refused_once_the_short_trust_window_has_passed
     assert (await rpc.post(ping)).status_code == 200  # still trusted for a moment: no query per request
     now[0] += auth.TOKEN_CACHE_SECONDS + 0.1
     assert (await rpc.post(ping)).status_code == 401
+
+
+@pytest.mark.anyio
+async def test_a_session_of_calls_on_sqlite_and_postgresql(any_app: App) -> None:
+    any_app.registry.set_enabled(any_app.workspace, "create_note", True)
+    client = Rpc(any_app)
+    async with client.http:
+        made = await client.tool("create_note", {"title": "Over MCP", "body": "# Part\nsunflower seeds"})
+        assert made["isError"] is False
+        found = await client.tool("search_notes", {"query": "sunflower"})
+        hit = found["structuredContent"]["results"][0]
+        assert hit["id"] == made["structuredContent"]["id"] and hit["section"] == "1"
+        section = await client.tool("read_note", {"id": hit["id"], "section": hit["section"]})
+        assert section["structuredContent"]["body"] == "# Part\nsunflower seeds"
