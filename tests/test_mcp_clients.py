@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from livesrv import LiveServer, live_server
+from livesrv import LiveServer, live_server, live_server_process
 from noteloom.app import App
 from noteloom.mcp import ENABLED_KEY
 from noteloom.workspace import Note
@@ -224,3 +224,10 @@ def test_the_inspector_over_stdio(app: App, note: Note) -> None:
     called = inspector(*server, "--method", "tools/call", "--tool-name", "read_note",
                        "--tool-args-json", json.dumps({"id": note.id, "section": "Usage"}))
     assert json.loads(called.stdout)["result"]["structuredContent"]["body"] == "# Usage\nRun it.\n"
+
+
+@pytest.mark.anyio
+async def test_the_server_also_runs_in_a_child_process_for_load_and_browser_tests(tmp_path: Path) -> None:
+    with live_server_process(tmp_path / "child") as srv:
+        async with official_http(srv, "legacy") as client:
+            assert "read_note" in {t.name for t in (await client.list_tools()).tools}
