@@ -398,6 +398,30 @@ def test_filter_only_queries_list_the_newest_first(any_ws: Workspace) -> None:
     assert all(h.score == 0.0 for h in search_notes(any_ws, "tag:t"))
 
 
+def test_filter_only_queries_give_the_same_pages_however_sqlite_drives_them(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import noteloom.search as search
+
+    base = local_ms(2024, 1, 1)
+    books = [ws.create_notebook(f"Book {i}") for i in range(3)]
+    child = ws.create_notebook("Child", books[0].id)
+    for i in range(30):
+        book = [*books, child][i % 4]
+        tags = [t for t, k in (("red", 2), ("blue", 3), ("green", 5)) if i % k == 0]
+        ws.create_note(f"n{i}", "x", book.id, tags=tags, updated_time=base + (i * 7 % 30) * DAY, created_time=base)
+    queries = ["tag:red", "tag:red tag:blue", "tag:red -tag:green", "notebook:book*", 'notebook:"book 0"',
+               'notebook:"book 0" tag:blue', "-tag:*", "tag:nothing", "type:note tag:green"]
+    results = {}
+    for drive_limit in (0, 10**9):  # never start from a filter / always when one exists
+        monkeypatch.setattr(search, "_DRIVE_LIMIT", drive_limit)
+        results[drive_limit] = [
+            [h.id for off in (0, 5, 10) for h in search_notes(ws, q, limit=5, offset=off)] for q in queries
+        ]
+    assert results[0] == results[10**9]
+    assert all(results[0][:3])
+
+
 # -- the trash and keeping the index in step -------------------------------------------------------
 
 
