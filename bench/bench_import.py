@@ -86,10 +86,13 @@ def main() -> None:
             seconds, cpu, summary = _import(source, work / f"import-{fmt}")
             notes = int(str(summary["notes"]))
             ok = "ok" if notes == args.notes else f"MISMATCH, expected {args.notes}"
-            verdict = "meets" if args.notes / seconds >= TARGET_NOTES / TARGET_SECONDS else "MISSES"
+            if args.notes >= TARGET_NOTES:
+                verdict = "meets the target" if seconds < TARGET_SECONDS else "MISSES the target"
+            else:
+                verdict = "start-up included; the target is for 100,000 notes"
             # On a shared machine the wall time follows the load; the CPU time does not.
             print(f"import {fmt}: {notes} notes ({ok}) in {seconds:.1f} s = {notes / seconds:,.0f} notes/s "
-                  f"({verdict} the target rate); {cpu:.1f} CPU s; load average {load_before:.1f} on "
+                  f"({verdict}); {cpu:.1f} CPU s; load average {load_before:.1f} on "
                   f"{os.cpu_count()} cores")
     finally:
         if not args.keep:
