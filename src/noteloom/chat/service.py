@@ -9,6 +9,7 @@ service as ``services["chat"]``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -115,8 +116,8 @@ class ChatService:
             with self.host.workspace.read() as c:
                 conv = self.stores.conversations.get(user.id, conversation_id, conn=c)
                 msgs = self.stores.transcript.of_conversation(user.id, conversation_id, conn=c)
-            stem = "".join(ch if ch.isalnum() or ch in "-_ " else "_" for ch in conv.title).strip()[:60] or "chat"
-            return f"{stem.replace(' ', '-')}.{fmt}", export(conv, msgs, fmt)
+            stem = re.sub(r"[^\w]+", "-", conv.title).strip("-_")[:60].strip("-_") or "chat"
+            return f"{stem}.{fmt}", export(conv, msgs, fmt)
 
         return await _thread(load)
 

@@ -111,6 +111,8 @@ class _Outcome:
     error_code: str | None = None
     error_message: str | None = None
     pending: HeldCall | None = None
+    #: The text to keep when the transcript lacks it (a run cut off by a stop or a bug).
+    content: str | None = None
 
 
 def visible_text(messages: Sequence[Message]) -> str:
@@ -239,12 +241,15 @@ class TurnRunner:
                 except Exception:
                     log.exception("chat turn %s failed", live.message_id)
                     outcome = self._failed(prep, "internal_error", "Something went wrong on our side (it was logged). Try again.")
+                    outcome.content = live.text.rstrip() or None
                 finally:
                     watch.cancel()
                     live.stop_writing()
         except anyio.get_cancelled_exc_class():
+            cut = self._failed(prep, "interrupted", INTERRUPTED)
+            cut.content = live.text.rstrip() or None
             with anyio.CancelScope(shield=True):
-                await self._settle(live, self._failed(prep, "interrupted", INTERRUPTED), prep)
+                await self._settle(live, cut, prep)
             raise
         with anyio.CancelScope(shield=True):
             await self._settle(live, outcome or self._failed(prep, "internal_error", "The turn ended without a result."), prep)
@@ -433,7 +438,9 @@ class TurnRunner:
                 t.add_pending(message_id, call_id=p.call_id, tool=p.tool, arguments=p.arguments,
                               description=p.description, conn=c)
             t.finish(
-                message_id, status=out.status, content=visible_text(out.transcript), transcript=out.transcript,
+                message_id, status=out.status,
+                content=out.content if out.content is not None else visible_text(out.transcript),
+                transcript=out.transcript,
                 usage=out.usage, cost=out.cost, model=out.model, stop_reason=out.stop_reason,
                 error_code=out.error_code, error_message=out.error_message, conn=c,
             )
