@@ -56,4 +56,7 @@ def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
 ROUTE_MODULES: list[str] = [
     "noteloom.web.mcp_http",
     "noteloom.web.index_status",
+    "noteloom.web.chat_api",
+    "noteloom.web.notes_api",
+    "noteloom.web.chat_page",
 ]

@@ -1,0 +1,143 @@
+"""What the ``/api/v1`` modules share: strict input models, the error shape and its
+handlers, the acting user, and a note as JSON.
+
+Errors are ``{"error": code, "message": text}`` (plus ``field`` for bad input): 404
+missing (or someone else's), 409 a clash with the current state, 422 bad input, 503
+a service that is not running. Domain errors are mapped once, here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Path, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+
+from noteloom.errors import AuthError, ConfigError, Conflict, InvalidInput, NoteloomError, NotFound
+from noteloom.workspace import Note, User
+
+ID_PATTERN = r"^[0-9a-f]{32}$"
+IdPath = Annotated[str, Path(pattern=ID_PATTERN, description="A 32-character lowercase hex id.")]
+# Domain messages start with the value they are about ("note_context.note_id: …", "title must …").
+_LEADING_FIELD = re.compile(r"^([a-z_]+(?:\.[a-z_]+)*)[: ]")
+_NOT_FIELDS = frozenset({"a", "an", "the", "no", "unknown", "nothing", "this", "there"})
+
+
+class StrictModel(BaseModel):
+    """Request bodies: unknown fields are refused (a typo must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorOut(BaseModel):
+    error: str
+    message: str
+    field: str | None = None
+
+
+class NoteOut(BaseModel):
+    id: str
+    notebook_id: str
+    title: str
+    body: str
+    tags: list[str]
+    updated_time: int
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "Missing, or someone else's."},
+    409: {"model": ErrorOut, "description": "Clashes with the current state."},
+    422: {"model": ErrorOut, "description": "Bad input; `field` names it."},
+}
+
+
+class ApiError(Exception):
+    """An HTTP error with the API's error body."""
+
+    def __init__(self, status: int, error: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.error, self.message, self.field = status, error, message, field
+
+
+def error_response(status: int, error: str, message: str, field: str | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"error": error, "message": message}
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=status)
+
+
+def from_domain(exc: NoteloomError) -> ApiError:
+    """The one mapping of domain errors to HTTP statuses."""
+    text = str(exc)
+    if isinstance(exc, NotFound):
+        return ApiError(404, "not_found", text)
+    if isinstance(exc, Conflict):
+        return ApiError(409, "conflict", text)
+    if isinstance(exc, InvalidInput):
+        m = _LEADING_FIELD.match(text)
+        field = m.group(1) if m and m.group(1) not in _NOT_FIELDS else None
+        return ApiError(422, "invalid_input", text, field)
+    if isinstance(exc, AuthError):
+        return ApiError(401, "unauthorized", text)
+    if isinstance(exc, ConfigError):
+        return ApiError(503, "unavailable", text)
+    return ApiError(400, "bad_request", text)
+
+
+def user_of(request: Request) -> User:
+    """The user whose token came with the request (the token middleware put it there)."""
+    user = request.scope.get("state", {}).get("user")
+    if not isinstance(user, User):
+        raise ApiError(401, "unauthorized", "a token is required: send `Authorization: Bearer TOKEN`")
+    return user
+
+
+def note_out(note: Note) -> dict[str, Any]:
+    return {"id": note.id, "notebook_id": note.notebook_id, "title": note.title, "body": note.body,
+            "tags": list(note.tags), "updated_time": note.updated_time}
+
+
+def _field_of(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """422 naming the first bad field; FastAPI's full ``detail`` list is kept as well."""
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    field = _field_of(first.get("loc", ()))
+    body = {
+        "error": "invalid_input",
+        "message": f"{field}: {first.get('msg', 'invalid')}",
+        "field": field,
+        "detail": json.loads(json.dumps(errors, default=str)),
+    }
+    return JSONResponse(body, status_code=422)
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.error, exc.message, exc.field)
+
+
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, NoteloomError)
+    mapped = from_domain(exc)
+    return error_response(mapped.status, mapped.error, mapped.message, mapped.field)
+
+
+def install_error_handlers(api: FastAPI) -> None:
+    """Install the API's error handlers (once, whichever module asks first)."""
+    if getattr(api.state, "api_errors_installed", False):
+        return
+    api.add_exception_handler(RequestValidationError, _validation_error)
+    api.add_exception_handler(ApiError, _api_error)
+    api.add_exception_handler(NoteloomError, _domain_error)
+    api.state.api_errors_installed = True

@@ -1,0 +1,436 @@
+"""The chat's JSON API under ``/api/v1/chat``: send, poll, stream events, cancel, confirm,
+proposed edits, and conversation housekeeping. Documented by the OpenAPI schema.
+
+Every route acts for the user whose token came with the request; another user's
+conversation reads as missing. Errors are ``{"error": code, "message": text}``:
+404 missing, 409 a clash with the current state (a turn already running, an edit
+that no longer fits), 422 bad input naming the field, 503 when the chat's turn
+runner is not running.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from anyio import to_thread
+from fastapi import APIRouter, FastAPI, Header, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, Field, model_validator
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from noteloom.app import App
+from noteloom.chat import ChatService
+from noteloom.chat.records import Conversation
+from noteloom.chat.service import SERVICE_KEY
+from noteloom.chat.views import conversation_view
+from noteloom.web.api_base import (
+    ERRORS,
+    ID_PATTERN,
+    ApiError,
+    IdPath,
+    NoteOut,
+    StrictModel,
+    install_error_handlers,
+    note_out,
+    user_of,
+)
+from noteloom.web.render import render_markdown
+
+# -- payloads ---------------------------------------------------------------------------
+
+
+class SelectionIn(StrictModel):
+    start: int = Field(ge=0, description="First selected character (code points, not UTF-16 units).")
+    end: int = Field(ge=0, description="One past the last selected character.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SelectionIn:
+        if self.end < self.start:
+            raise ValueError("end must not be before start")
+        return self
+
+
+class NoteContextIn(StrictModel):
+    note_id: str = Field(pattern=ID_PATTERN, description="The note open beside the chat.")
+    selection: SelectionIn | None = None
+
+
+class ControlsIn(StrictModel):
+    """A conversation's controls; a field left out keeps its value, ``null`` resets it to the default."""
+
+    model: str | None = Field(None, min_length=1, max_length=200, description="provider:model, e.g. echo:echo")
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    max_tokens: int | None = Field(None, ge=1, le=1_000_000, description="Output-token budget per turn.")
+    thinking_level: Literal["off", "low", "medium", "high"] | None = None
+    instructions: str | None = Field(None, max_length=20_000, description="This chat's voice; null = default.")
+    workspace_tools: bool | None = Field(None, description="Offer workspace tools at all.")
+    workspace_writes: bool | None = Field(None, description="Offer the workspace tools that write.")
+
+    def changes(self) -> dict[str, Any]:
+        out = self.model_dump(exclude_unset=True)
+        for flag in ("workspace_tools", "workspace_writes"):
+            if flag in out and out[flag] is None:
+                del out[flag]  # a toggle has no "default" to fall back to
+        return out
+
+
+class SendIn(StrictModel):
+    message: str = Field(min_length=1, max_length=100_000, description="Text, or a slash command.")
+    conversation_id: str | None = Field(None, pattern=ID_PATTERN, description="Omit to start a conversation.")
+    note_context: NoteContextIn | None = None
+    controls: ControlsIn | None = None
+
+
+class SendOut(BaseModel):
+    conversation_id: str
+    message_id: str = Field(description="The assistant message to poll, or the note a slash command wrote.")
+    status: str
+    user_message_id: str | None = None
+    created_conversation: bool = False
+
+
+class ConfirmIn(StrictModel):
+    decision: Literal["approve", "decline"]
+
+
+class ConversationPatch(StrictModel):
+    title: str | None = Field(None, min_length=1, max_length=200)
+    pinned: bool | None = None
+    controls: ControlsIn | None = None
+    deleted: Literal[False] | None = Field(None, description="false restores a deleted conversation.")
+
+
+class UsageOut(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+class ControlsOut(BaseModel):
+    model: str | None
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    thinking_level: str | None
+    instructions: str | None
+    workspace_tools: bool
+    workspace_writes: bool
+
+
+class ConversationOut(BaseModel):
+    id: str
+    title: str
+    pinned: bool
+    controls: ControlsOut
+    usage: UsageOut
+    cost_usd: str | None = Field(description="USD, exact; a lower bound when unpriced_turns > 0.")
+    unpriced_turns: int
+    created_time: int
+    updated_time: int
+    deleted: bool
+
+
+class DiffOp(BaseModel):
+    op: Literal["equal", "insert", "delete"]
+    text: str
+
+
+class EditOut(BaseModel):
+    id: str
+    message_id: str
+    note_id: str
+    tool: str
+    anchor: str | None
+    status: Literal["proposed", "accepted", "rejected", "undone"]
+    old_text: str
+    new_text: str
+    diff: list[DiffOp]
+    created_time: int
+    decided_time: int | None
+
+
+class PendingOut(BaseModel):
+    id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    description: str
+    status: str
+    created_time: int
+    decided_time: int | None
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    status: Literal["pending", "done", "error"]
+
+
+class ErrorInfo(BaseModel):
+    code: str | None
+    message: str | None
+
+
+class MessageOut(BaseModel):
+    id: str
+    conversation_id: str
+    position: int
+    role: Literal["user", "assistant", "note"]
+    status: Literal["running", "complete", "failed", "cancelled", "awaiting_confirmation"]
+    content: str | None = Field(description="The final text (Markdown); null while running.")
+    content_html: str | None = Field(None, description="The final text as sanitised HTML (not for user messages).")
+    partial_text: str | None = Field(description="The answer so far, while running.")
+    activity: str | None = Field(description="The stage label while running, e.g. 'Running tool: search_notes…'.")
+    running_seconds: float | None
+    model: str | None
+    stop_reason: str | None
+    error: ErrorInfo | None
+    usage: UsageOut | None
+    cost_usd: str | None
+    cancelled: bool
+    pending_action: PendingOut | None
+    tool_calls: list[ToolCallOut]
+    edits: list[EditOut]
+    note_context: dict[str, Any] | None
+    command: str | None
+    last_seq: int = Field(description="The last event number; stream events after it.")
+    created_time: int
+    finished_time: int | None
+
+
+class ConversationDetail(ConversationOut):
+    messages: list[MessageOut]
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationOut]
+
+
+class CancelOut(BaseModel):
+    already_settled: bool
+
+
+class EditDecisionOut(BaseModel):
+    edit: EditOut
+    note: NoteOut | None = None
+
+
+class ModelOption(BaseModel):
+    id: str
+    provider: str
+    local: bool
+
+
+class ModelsOut(BaseModel):
+    default_model: str | None
+    models: list[ModelOption]
+    defaults: dict[str, Any]
+
+
+class PendingItem(BaseModel):
+    message_id: str
+    conversation_id: str
+    conversation: str
+    tool: str
+    arguments: dict[str, Any]
+    description: str
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def service_of(app: App) -> ChatService:
+    service = app.services.get(SERVICE_KEY)
+    if not isinstance(service, ChatService):
+        raise ApiError(503, "unavailable", "the chat is not running here; start noteloom with `noteloom serve`")
+    return service
+
+
+def conversation_out(c: Conversation) -> dict[str, Any]:
+    return conversation_view(c)
+
+
+def with_html(view: dict[str, Any]) -> dict[str, Any]:
+    """Add the rendered answer (the page shows it; other clients may use the Markdown)."""
+    if view["role"] != "user" and view.get("content"):
+        view["content_html"] = render_markdown(view["content"])
+    return view
+
+
+async def rendered(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return await to_thread.run_sync(lambda: [with_html(v) for v in views])
+
+
+# -- routes -----------------------------------------------------------------------------
+
+
+def install(api: FastAPI, app: App) -> None:
+    """Add ``/api/v1/chat/...`` to the web app."""
+    install_error_handlers(api)
+    r = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=ERRORS)
+
+    @r.post("/send", response_model=SendOut, status_code=202)
+    async def send(request: Request, body: SendIn) -> dict[str, Any]:
+        """Store a message and start its turn in the background; poll or stream the returned message.
+
+        A slash command (`/clear`, `/model ID`, `/system TEXT`, `/cost`) acts at once and
+        returns the note it wrote, with status `complete`. 409 while a turn of the
+        conversation is running or waits for a confirmation.
+        """
+        chat = service_of(app)
+        ctx = body.note_context
+        result = await chat.send(
+            user_of(request),
+            body.message,
+            conversation_id=body.conversation_id,
+            note_id=ctx.note_id if ctx else None,
+            selection=(ctx.selection.start, ctx.selection.end) if ctx and ctx.selection else None,
+            controls=body.controls.changes() if body.controls else None,
+        )
+        return {"conversation_id": result.conversation_id, "message_id": result.message_id, "status": result.status,
+                "user_message_id": result.user_message_id, "created_conversation": result.created_conversation}
+
+    @r.get("/messages/{message_id}", response_model=MessageOut)
+    async def message(request: Request, message_id: IdPath) -> dict[str, Any]:
+        """Poll a message: partial text, activity and running time while it runs; final content,
+        usage, cost, pending action and proposed edits once settled."""
+        return (await rendered([await service_of(app).message(user_of(request), message_id)]))[0]
+
+    @r.get(
+        "/messages/{message_id}/events",
+        response_class=EventSourceResponse,
+        responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events."}},
+    )
+    async def events(
+        request: Request,
+        message_id: IdPath,
+        after_seq: Annotated[int | None, Query(ge=0, description="Send events after this number.")] = None,
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    ) -> EventSourceResponse:
+        """The turn's events as server-sent events (`id` = sequence number, `event` = kind,
+        `data` = JSON). Reconnect with `after_seq` or `Last-Event-ID` to resume without gaps or
+        repeats; the stream ends after the turn settles (its `done` event)."""
+        chat = service_of(app)
+        user = user_of(request)
+        start = after_seq
+        if start is None and last_event_id:
+            if not last_event_id.strip().isdigit():
+                raise ApiError(422, "invalid_input", "Last-Event-ID: must be an event number", "Last-Event-ID")
+            start = int(last_event_id.strip())
+        view = await chat.message(user, message_id)
+        if view["role"] != "assistant":
+            raise ApiError(422, "invalid_input", f"message_id: {message_id!r} is not an assistant message",
+                           "message_id")
+
+        async def stream() -> AsyncIterator[ServerSentEvent]:
+            async for event in chat.events(user, message_id, start or 0):
+                yield ServerSentEvent(data=json.dumps(event.data, ensure_ascii=False), event=event.kind,
+                                      id=str(event.seq))
+
+        return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @r.post("/messages/{message_id}/cancel", response_model=CancelOut)
+    async def cancel(request: Request, message_id: IdPath) -> dict[str, Any]:
+        """Ask a running turn to stop (within a second; partial text is kept).
+        A settled turn answers `{"already_settled": true}`."""
+        return {"already_settled": await service_of(app).cancel(user_of(request), message_id)}
+
+    @r.post("/messages/{message_id}/confirm", response_model=MessageOut, status_code=202)
+    async def confirm(request: Request, message_id: IdPath, body: ConfirmIn) -> dict[str, Any]:
+        """Approve or decline the tool call the turn waits on; the same message continues
+        (poll or stream it again)."""
+        return (await rendered([await service_of(app).confirm(user_of(request), message_id, body.decision)]))[0]
+
+    @r.post("/edits/{edit_id}/accept", response_model=EditDecisionOut)
+    async def accept_edit(request: Request, edit_id: IdPath) -> dict[str, Any]:
+        """Apply a proposed edit as one new version of the note. 409 when the text it replaces
+        is no longer there (nothing is changed then)."""
+        edit, note = await service_of(app).accept_edit(user_of(request), edit_id)
+        return {"edit": edit, "note": note_out(note)}
+
+    @r.post("/edits/{edit_id}/reject", response_model=EditDecisionOut)
+    async def reject_edit(request: Request, edit_id: IdPath) -> dict[str, Any]:
+        """Drop a proposed edit."""
+        return {"edit": await service_of(app).reject_edit(user_of(request), edit_id)}
+
+    @r.post("/edits/{edit_id}/undo", response_model=EditDecisionOut)
+    async def undo_edit(request: Request, edit_id: IdPath) -> dict[str, Any]:
+        """Put the note back as it was before an accepted edit (409 if it changed since)."""
+        edit, note = await service_of(app).undo_edit(user_of(request), edit_id)
+        return {"edit": edit, "note": note_out(note)}
+
+    @r.get("/conversations", response_model=ConversationList)
+    async def conversations(
+        request: Request,
+        search: Annotated[str | None, Query(max_length=500, description="Matched literally in titles and messages.")] = None,
+        deleted: Annotated[bool, Query(description="List deleted conversations instead.")] = False,
+        limit: Annotated[int, Query(ge=1, le=500)] = 100,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """Your conversations: pinned first, then most recently active."""
+        found = await service_of(app).conversations(user_of(request), search=search, deleted=deleted,
+                                                    limit=limit, offset=offset)
+        return {"conversations": [conversation_out(c) for c in found]}
+
+    @r.get("/conversations/{conversation_id}", response_model=ConversationDetail)
+    async def conversation(request: Request, conversation_id: IdPath) -> dict[str, Any]:
+        """A conversation with every message."""
+        detail = await service_of(app).conversation(user_of(request), conversation_id)
+        detail["messages"] = await rendered(detail["messages"])
+        return detail
+
+    @r.patch("/conversations/{conversation_id}", response_model=ConversationOut)
+    async def update_conversation(request: Request, conversation_id: IdPath, body: ConversationPatch) -> dict[str, Any]:
+        """Rename, pin or unpin, change controls, or restore (`"deleted": false`)."""
+        chat, user = service_of(app), user_of(request)
+        if body.deleted is False:
+            await chat.restore_conversation(user, conversation_id)
+        conv = await chat.update_conversation(
+            user, conversation_id, title=body.title, pinned=body.pinned,
+            controls=body.controls.changes() if body.controls else None,
+        )
+        return conversation_out(conv)
+
+    @r.delete("/conversations/{conversation_id}", status_code=204, response_class=Response)
+    async def delete_conversation(
+        request: Request,
+        conversation_id: IdPath,
+        permanent: Annotated[bool, Query(description="Purge for good, with every message, event and edit.")] = False,
+    ) -> Response:
+        """Delete a conversation (hidden, restorable), or purge it for good with `permanent=true`."""
+        await service_of(app).delete_conversation(user_of(request), conversation_id, permanent=permanent)
+        return Response(status_code=204)
+
+    @r.get(
+        "/conversations/{conversation_id}/export",
+        response_class=Response,
+        responses={200: {"content": {"text/markdown": {}, "text/plain": {}}, "description": "The document."}},
+    )
+    async def export(
+        request: Request,
+        conversation_id: IdPath,
+        format: Annotated[Literal["md", "txt"], Query(description="md = Markdown, txt = plain text.")] = "md",
+    ) -> Response:
+        """The conversation as Markdown or plain text: role-labelled turns, tool calls summarised."""
+        name, text = await service_of(app).export(user_of(request), conversation_id, format)
+        media = "text/markdown" if format == "md" else "text/plain"
+        return Response(text, media_type=f"{media}; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @r.get("/models", response_model=ModelsOut)
+    async def models() -> dict[str, Any]:
+        """Models to pick from, the default one, and the defaults of the other controls."""
+        return service_of(app).models()
+
+    @r.get("/pending", response_model=list[PendingItem])
+    async def pending(request: Request) -> list[dict[str, Any]]:
+        """Every tool call waiting for your approval, across conversations."""
+        return await service_of(app).pending(user_of(request))
+
+    api.include_router(r)

@@ -1,0 +1,167 @@
+"""Notes over JSON for the chat page's notes pane: list and search, read, create, save
+(with a guard against overwriting a newer version), revisions and restore."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from anyio import to_thread
+from fastapi import APIRouter, FastAPI, Query, Request
+from pydantic import BaseModel, Field
+
+from noteloom.app import App
+from noteloom.errors import Conflict
+from noteloom.search import search_notes
+from noteloom.web.api_base import (
+    ERRORS,
+    ID_PATTERN,
+    IdPath,
+    NoteOut,
+    StrictModel,
+    install_error_handlers,
+    note_out,
+    user_of,
+)
+from noteloom.web.render import render_markdown
+
+
+class NoteCreate(StrictModel):
+    title: str = Field(min_length=1, max_length=1000)
+    body: str = Field("", max_length=10_000_000)
+    notebook_id: str | None = Field(None, pattern=ID_PATTERN, description="Omit for the default notebook.")
+
+
+class NotePatch(StrictModel):
+    title: str | None = Field(None, min_length=1, max_length=1000)
+    body: str | None = Field(None, max_length=10_000_000)
+    base_updated_time: int | None = Field(
+        None, description="The updated_time the edit started from; 409 if the note has changed since."
+    )
+
+
+class PreviewIn(StrictModel):
+    markdown: str = Field(max_length=10_000_000)
+
+
+class PreviewOut(BaseModel):
+    html: str = Field(description="Sanitised HTML.")
+
+
+class NoteItem(BaseModel):
+    id: str
+    notebook_id: str
+    title: str
+    updated_time: int
+    snippet: str | None = None
+
+
+class NoteList(BaseModel):
+    notes: list[NoteItem]
+
+
+class RevisionItem(BaseModel):
+    id: str
+    title: str
+    chars: int
+    version_time: int = Field(description="When that version was written.")
+    created_time: int = Field(description="When it was replaced.")
+
+
+class RevisionList(BaseModel):
+    revisions: list[RevisionItem]
+
+
+class NotebookItem(BaseModel):
+    id: str
+    parent_id: str | None
+    title: str
+    note_count: int
+
+
+def install(api: FastAPI, app: App) -> None:
+    """Add ``/api/v1/notes`` and ``/api/v1/notebooks``."""
+    install_error_handlers(api)
+    ws = app.workspace
+    r = APIRouter(prefix="/api/v1", tags=["notes"], responses=ERRORS)
+
+    @r.get("/notes", response_model=NoteList)
+    async def list_notes(
+        request: Request,
+        q: Annotated[str | None, Query(max_length=1000, description="A search query; omit for the newest notes.")] = None,
+        notebook_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """Recently changed notes, or the notes matching `q` (the search syntax of the app)."""
+        user_of(request)
+        if q and q.strip():
+            books = [notebook_id] if notebook_id else None
+            hits = await to_thread.run_sync(lambda: search_notes(ws, q, limit=limit, offset=offset, notebook_ids=books))
+            return {"notes": [{"id": h.id, "notebook_id": h.notebook_id, "title": h.title,
+                               "updated_time": h.updated_time, "snippet": h.snippet} for h in hits]}
+        rows = await to_thread.run_sync(lambda: ws.list_notes(notebook_id, limit=limit, offset=offset))
+        return {"notes": [{"id": n.id, "notebook_id": n.notebook_id, "title": n.title,
+                           "updated_time": n.updated_time} for n in rows]}
+
+    @r.post("/notes", response_model=NoteOut, status_code=201)
+    async def create_note(request: Request, body: NoteCreate) -> dict[str, Any]:
+        """Create a note (in the default notebook unless one is given)."""
+        user_of(request)
+        note = await to_thread.run_sync(lambda: ws.create_note(body.title, body.body, body.notebook_id))
+        return note_out(note)
+
+    @r.get("/notes/{note_id}", response_model=NoteOut)
+    async def get_note(request: Request, note_id: IdPath) -> dict[str, Any]:
+        user_of(request)
+        return note_out(await to_thread.run_sync(lambda: ws.get_note(note_id)))
+
+    @r.patch("/notes/{note_id}", response_model=NoteOut)
+    async def update_note(request: Request, note_id: IdPath, body: NotePatch) -> dict[str, Any]:
+        """Save a new title and/or body; the previous version becomes a revision."""
+        user_of(request)
+
+        def save() -> Any:
+            with ws.write() as c:
+                current = ws.get_note(note_id, conn=c)
+                if body.base_updated_time is not None and body.base_updated_time != current.updated_time:
+                    raise Conflict(
+                        f"note {note_id!r} has changed since you opened it; reload it, then edit again"
+                    )
+                return ws.update_note(note_id, title=body.title, body=body.body, conn=c)
+
+        return note_out(await to_thread.run_sync(save))
+
+    @r.get("/notes/{note_id}/revisions", response_model=RevisionList)
+    async def revisions(request: Request, note_id: IdPath) -> dict[str, Any]:
+        """Earlier versions, newest first."""
+        user_of(request)
+        revs = await to_thread.run_sync(lambda: ws.list_revisions(note_id))
+        return {"revisions": [{"id": v.id, "title": v.title, "chars": len(v.body), "version_time": v.version_time,
+                               "created_time": v.created_time} for v in revs]}
+
+    @r.post("/notes/{note_id}/revisions/{revision_id}/restore", response_model=NoteOut)
+    async def restore(request: Request, note_id: IdPath, revision_id: IdPath) -> dict[str, Any]:
+        """Make an earlier version current (the current one becomes a revision too)."""
+        user_of(request)
+
+        def run() -> Any:
+            with ws.write() as c:
+                if not any(v.id == revision_id for v in ws.list_revisions(note_id, conn=c)):
+                    raise Conflict(f"revision {revision_id!r} is not a version of note {note_id!r}")
+                return ws.restore_revision(revision_id, conn=c)
+
+        return note_out(await to_thread.run_sync(run))
+
+    @r.post("/notes/preview", response_model=PreviewOut)
+    async def preview(request: Request, body: PreviewIn) -> dict[str, Any]:
+        """Markdown rendered to safe HTML, as the note pages show it."""
+        user_of(request)
+        return {"html": await to_thread.run_sync(render_markdown, body.markdown)}
+
+    @r.get("/notebooks", response_model=list[NotebookItem])
+    async def notebooks(request: Request) -> list[dict[str, Any]]:
+        user_of(request)
+        books = await to_thread.run_sync(ws.list_notebooks)
+        return [{"id": b.id, "parent_id": b.parent_id, "title": b.title, "note_count": b.note_count} for b in books]
+
+    api.include_router(r)

@@ -1,0 +1,768 @@
+// The chat page: conversations, a streaming transcript, confirmations and proposed edits,
+// beside a Markdown notes pane. Plain JS, no build step. Text from the server goes in with
+// textContent; only the server's sanitised HTML (content_html, previews) goes in as HTML.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const EVENT_KINDS = ["status", "activity", "text", "thinking", "tool_call", "tool_result", "usage",
+    "edit", "pending_action", "error", "done"];
+  const state = {
+    conv: null,            // the open conversation (API shape)
+    run: null,             // the turn being streamed: {id, es, lastSeq, started, activity}
+    note: null,            // the note open in the editor
+    dirty: false,
+    attach: true,          // send the open note with the next message
+    pendingControls: {},   // settings chosen before the conversation exists
+    models: null,
+    edits: {},             // edits decided on this page, by id
+    searchTimer: 0,
+    noteTimer: 0,
+    tick: 0,
+  };
+
+  // -- helpers ----------------------------------------------------------------------------
+
+  async function api(method, path, body) {
+    const init = { method, credentials: "same-origin", headers: {} };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const res = await fetch(path, init);
+    if (res.status === 204) return null;
+    const type = res.headers.get("content-type") || "";
+    const data = type.includes("json") ? await res.json() : await res.text();
+    if (!res.ok) {
+      const err = new Error((data && data.message) || `${res.status} ${res.statusText}`);
+      err.status = res.status;
+      err.data = data;
+      throw err;
+    }
+    return data;
+  }
+
+  function h(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") node.className = v;
+      else if (k === "text") node.textContent = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children) if (c !== null && c !== undefined) node.append(c);
+    return node;
+  }
+
+  // Offsets in the API are code points; textarea offsets are UTF-16 units.
+  const codePoints = (text, utf16) => Array.from(text.slice(0, utf16)).length;
+
+  function announce(text) { $("live-status").textContent = text; }
+
+  function money(usd) {
+    if (usd === null || usd === undefined) return "cost unknown";
+    const n = Number(usd);
+    if (n === 0) return "$0";
+    return n < 0.01 ? `$${n.toPrecision(2)}` : `$${n.toFixed(4)}`;
+  }
+
+  function usageLine(m) {
+    if (!m.usage) return "";
+    const u = m.usage;
+    return `${u.input_tokens} in · ${u.output_tokens} out · ${money(m.cost_usd)}` + (m.model ? ` · ${m.model}` : "");
+  }
+
+  // -- conversations ------------------------------------------------------------------------
+
+  async function loadConversations() {
+    const q = $("thread-search").value.trim();
+    const data = await api("GET", "/api/v1/chat/conversations" + (q ? `?search=${encodeURIComponent(q)}` : ""));
+    const list = $("thread-list");
+    list.replaceChildren();
+    for (const c of data.conversations) list.append(threadItem(c));
+    if (!data.conversations.length) list.append(h("li", { class: "muted", text: q ? "No match." : "No conversations yet." }));
+  }
+
+  function threadItem(c) {
+    const li = h("li", { "aria-current": state.conv && state.conv.id === c.id ? "true" : null, "data-id": c.id });
+    const open = h("button", { type: "button", class: "thread", title: c.title, onclick: () => openConversation(c.id) },
+      c.pinned ? h("span", { class: "pin-mark", "aria-label": "Pinned", text: "📌 " }) : null, c.title);
+    const menu = h("details", { class: "thread-menu" },
+      h("summary", { "aria-label": `Actions for ${c.title}`, text: "⋮" }),
+      h("div", { class: "menu" },
+        h("button", { type: "button", text: "Rename", onclick: () => renameInline(li, c) }),
+        h("button", { type: "button", text: c.pinned ? "Unpin" : "Pin",
+          onclick: () => patchConversation(c.id, { pinned: !c.pinned }) }),
+        h("button", { type: "button", text: "Export", onclick: async () => { await openConversation(c.id); openExport(); } }),
+        h("button", { type: "button", text: "Delete", onclick: () => confirmDelete(li, c) })));
+    li.append(open, menu);
+    return li;
+  }
+
+  function renameInline(li, c) {
+    const input = h("input", { value: c.title, "aria-label": "New title", maxlength: "200" });
+    const done = async (save) => {
+      if (save && input.value.trim() && input.value.trim() !== c.title) {
+        await patchConversation(c.id, { title: input.value.trim() });
+      } else {
+        await loadConversations();
+      }
+    };
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); done(true); }
+      if (e.key === "Escape") { e.preventDefault(); done(false); }
+    });
+    input.addEventListener("blur", () => done(true), { once: true });
+    li.replaceChildren(input);
+    input.focus();
+    input.select();
+  }
+
+  function confirmDelete(li, c) {
+    const yes = h("button", { type: "button", class: "danger", text: "Delete", onclick: async () => {
+      await api("DELETE", `/api/v1/chat/conversations/${c.id}`);
+      if (state.conv && state.conv.id === c.id) newChat();
+      await loadConversations();
+    } });
+    const no = h("button", { type: "button", text: "Keep", onclick: () => loadConversations() });
+    li.replaceChildren(h("span", { class: "muted", text: `Delete “${c.title}”?` }), yes, no);
+    yes.focus();
+  }
+
+  async function patchConversation(id, body) {
+    const conv = await api("PATCH", `/api/v1/chat/conversations/${id}`, body);
+    if (state.conv && state.conv.id === id) { state.conv = { ...state.conv, ...conv }; showHeader(); }
+    await loadConversations();
+    return conv;
+  }
+
+  function newChat() {
+    stopStream();
+    state.conv = null;
+    state.pendingControls = {};
+    $("transcript").replaceChildren();
+    $("empty-hint").hidden = false;
+    showHeader();
+    setRunning(false);
+    loadConversations();
+    $("message").focus();
+  }
+
+  async function openConversation(id) {
+    stopStream();
+    const conv = await api("GET", `/api/v1/chat/conversations/${id}`);
+    state.conv = conv;
+    const list = $("transcript");
+    list.replaceChildren();
+    for (const m of conv.messages) list.append(renderMessage(m));
+    $("empty-hint").hidden = conv.messages.length > 0;
+    showHeader();
+    await loadConversations();
+    const last = conv.messages[conv.messages.length - 1];
+    if (last && last.status === "running") startStream(last.id, last.last_seq, last.activity);
+    else setRunning(false);
+    scrollDown();
+  }
+
+  function showHeader() {
+    const c = state.conv;
+    $("conv-title").textContent = c ? c.title : "New chat";
+    $("export-open").disabled = !c;
+    $("conv-usage").textContent = c ? `${c.usage.input_tokens} in · ${c.usage.output_tokens} out · ${money(c.cost_usd)}${c.unpriced_turns ? "+" : ""}` : "";
+  }
+
+  // -- messages -------------------------------------------------------------------------------
+
+  function renderMessage(m) {
+    const li = h("li", { class: `msg ${m.role}`, id: `msg-${m.id}`, "data-id": m.id, "data-status": m.status });
+    const who = { user: "You", assistant: "Assistant", note: "Note" }[m.role];
+    li.append(h("div", { class: "who", text: who }));
+    if (m.role === "user") {
+      li.dataset.text = m.content || "";
+      li.append(h("div", { class: "bubble", text: m.content || "" }));
+      return li;
+    }
+    if (m.tool_calls && m.tool_calls.length) li.append(toolList(m.tool_calls));
+    const bubble = h("div", { class: "bubble" });
+    if (m.status === "running") {
+      bubble.classList.add("streaming");
+      bubble.setAttribute("aria-busy", "true");
+      bubble.textContent = m.partial_text || "";
+    } else if (m.content_html) {
+      bubble.innerHTML = m.content_html;  // sanitised by the server
+    } else {
+      bubble.textContent = m.content || "";
+    }
+    li.append(bubble);
+    if (m.status === "cancelled") li.append(h("span", { class: "marker", text: "Cancelled" }));
+    if (m.stop_reason === "max_steps") li.append(h("span", { class: "marker", text: "Stopped: step limit reached" }));
+    if (m.stop_reason === "budget_exceeded") li.append(h("span", { class: "marker", text: "Stopped: token or cost budget reached" }));
+    for (const e of m.edits || []) li.append(editCard(newestEdit(e)));
+    if (m.status === "awaiting_confirmation" && m.pending_action) li.append(confirmCard(m));
+    if (m.status === "failed" && m.error) li.append(errorCard(m));
+    if (m.role === "assistant" && m.status !== "running") li.append(h("div", { class: "meta", text: usageLine(m) }));
+    return li;
+  }
+
+  function toolList(calls) {
+    const list = h("ul", { class: "tool-list" });
+    for (const c of calls) list.append(toolLine(c));
+    return h("details", { class: "tools" }, h("summary", { text: `${calls.length} tool call${calls.length > 1 ? "s" : ""}` }), list);
+  }
+
+  function toolLine(c) {
+    const args = JSON.stringify(c.arguments || {});
+    const mark = { done: "✓", error: "✗", pending: "…" }[c.status] || "…";
+    return h("li", { class: `tool ${c.status}`, "data-call": c.id, text: `${mark} ${c.name} ${args.length > 120 ? args.slice(0, 119) + "…" : args}` });
+  }
+
+  function diffView(edit) {
+    const box = h("div", { class: "diff", "aria-label": "Proposed change" });
+    for (const part of edit.diff) {
+      if (part.op === "equal") box.append(part.text);
+      else if (part.op === "insert") box.append(h("ins", { text: part.text }));
+      else box.append(h("del", { text: part.text }));
+    }
+    return box;
+  }
+
+  // A message fetched just before the user decided on an edit still shows it as proposed.
+  const EDIT_RANK = { proposed: 0, accepted: 1, rejected: 1, undone: 2 };
+  function newestEdit(edit) {
+    const mine = state.edits[edit.id];
+    return mine && EDIT_RANK[mine.status] > EDIT_RANK[edit.status] ? mine : edit;
+  }
+
+  function editCard(edit) {
+    const card = h("div", { class: `card edit ${edit.status}`, id: `edit-${edit.id}`, role: "group", "aria-label": "Proposed edit" });
+    const label = { proposed: "Proposed edit", accepted: "Edit applied", rejected: "Edit rejected", undone: "Edit undone" }[edit.status];
+    card.append(h("h3", { text: `${label} · ${edit.tool.replaceAll("_", " ")}` }), diffView(edit));
+    const actions = h("div", { class: "actions" });
+    const status = h("span", { class: "muted", role: "status" });
+    if (edit.status === "proposed") {
+      actions.append(
+        h("button", { type: "button", class: "primary", text: "Accept", onclick: () => decideEdit(edit, "accept", status) }),
+        h("button", { type: "button", text: "Reject", onclick: () => decideEdit(edit, "reject", status) }));
+    } else if (edit.status === "accepted") {
+      actions.append(h("button", { type: "button", text: "Undo", onclick: () => decideEdit(edit, "undo", status) }));
+    }
+    actions.append(status);
+    card.append(actions);
+    return card;
+  }
+
+  async function decideEdit(edit, action, status) {
+    try {
+      if (action === "accept" && state.note && state.note.id === edit.note_id && state.dirty) await saveNote();
+      const out = await api("POST", `/api/v1/chat/edits/${edit.id}/${action}`);
+      state.edits[edit.id] = out.edit;
+      $(`edit-${edit.id}`).replaceWith(editCard(out.edit));
+      if (out.note && state.note && state.note.id === out.note.id) showNote(out.note);
+      announce({ accept: "Edit applied to the note.", reject: "Edit rejected.", undo: "Edit undone." }[action]);
+    } catch (err) {
+      status.textContent = err.message;
+    }
+  }
+
+  function confirmCard(m) {
+    const p = m.pending_action;
+    const card = h("div", { class: "card confirm", role: "group", "aria-label": "Approval needed" },
+      h("h3", { text: `Approve ${p.tool.replaceAll("_", " ")}?` }),
+      h("p", { text: p.description }),
+      h("details", {}, h("summary", { text: "Arguments" }), h("pre", { text: JSON.stringify(p.arguments, null, 2) })));
+    const status = h("span", { class: "muted", role: "status" });
+    const approve = h("button", { type: "button", class: "primary", text: "Approve", onclick: () => confirm(m.id, "approve", status) });
+    const decline = h("button", { type: "button", text: "Decline", onclick: () => confirm(m.id, "decline", status) });
+    card.append(h("div", { class: "actions" }, approve, decline, status));
+    return card;
+  }
+
+  async function confirm(messageId, decision, status) {
+    try {
+      const view = await api("POST", `/api/v1/chat/messages/${messageId}/confirm`, { decision });
+      const li = $(`msg-${messageId}`);
+      li.querySelector(".card.confirm")?.remove();
+      li.querySelector(".meta")?.remove();
+      li.dataset.status = "running";
+      const more = h("div", { class: "bubble streaming continued", "aria-busy": "true" });
+      li.append(more);
+      startStream(messageId, view.last_seq);
+    } catch (err) {
+      status.textContent = err.message;
+    }
+  }
+
+  function errorCard(m) {
+    const retry = h("button", { type: "button", text: "Retry", onclick: () => retryBefore(m.id) });
+    return h("div", { class: "card error", role: "alert" },
+      h("h3", { text: "This answer failed" }),
+      h("p", { text: m.error.message || m.error.code || "Unknown error" }),
+      h("div", { class: "actions" }, retry));
+  }
+
+  function retryBefore(messageId) {
+    let li = $(`msg-${messageId}`)?.previousElementSibling;
+    while (li && !li.classList.contains("user")) li = li.previousElementSibling;
+    if (li) sendMessage(li.dataset.text || "");
+  }
+
+  function upsertMessage(m) {
+    const fresh = renderMessage(m);
+    const old = $(`msg-${m.id}`);
+    if (old) old.replaceWith(fresh); else $("transcript").append(fresh);
+    return fresh;
+  }
+
+  function scrollDown() {
+    const t = $("transcript");
+    t.scrollTop = t.scrollHeight;
+  }
+
+  // -- sending and streaming ------------------------------------------------------------------
+
+  function noteContext() {
+    if (!state.note || !state.attach) return undefined;
+    const ta = $("note-body");
+    const ctx = { note_id: state.note.id };
+    if (ta.selectionEnd > ta.selectionStart) {
+      ctx.selection = { start: codePoints(ta.value, ta.selectionStart), end: codePoints(ta.value, ta.selectionEnd) };
+    }
+    return ctx;
+  }
+
+  async function sendMessage(text) {
+    text = text.trim();
+    if (!text || state.run) return;
+    try {
+      if (state.note && state.dirty && state.attach) await saveNote();
+      const body = { message: text, note_context: noteContext() };
+      if (state.conv) body.conversation_id = state.conv.id;
+      else if (Object.keys(state.pendingControls).length) body.controls = state.pendingControls;
+      const res = await api("POST", "/api/v1/chat/send", body);
+      $("message").value = "";
+      state.pendingControls = {};
+      if (!state.conv || state.conv.id !== res.conversation_id) {
+        await openConversation(res.conversation_id);
+      } else {
+        if (res.user_message_id) {
+          upsertMessage({ id: res.user_message_id, role: "user", content: text, status: "complete" });
+        }
+        if (res.status === "running") {
+          upsertMessage({ id: res.message_id, role: "assistant", status: "running", partial_text: "", tool_calls: [], edits: [] });
+        } else {
+          upsertMessage(await api("GET", `/api/v1/chat/messages/${res.message_id}`));
+          state.conv = await api("GET", `/api/v1/chat/conversations/${res.conversation_id}`);
+          showHeader();
+        }
+        $("empty-hint").hidden = true;
+        if (res.status === "running") startStream(res.message_id, 0);
+      }  // (opening a new conversation attaches to its running turn itself)
+      scrollDown();
+    } catch (err) {
+      showComposerError(err.message);
+    }
+  }
+
+  function showComposerError(text) {
+    const li = h("li", { class: "msg note" }, h("div", { class: "card error", role: "alert" },
+      h("h3", { text: "Not sent" }), h("p", { text })));
+    $("transcript").append(li);
+    scrollDown();
+  }
+
+  function startStream(messageId, afterSeq, activity) {
+    stopStream();
+    const es = new EventSource(`/api/v1/chat/messages/${messageId}/events?after_seq=${afterSeq}`);
+    const run = { id: messageId, es, lastSeq: afterSeq, started: Date.now(), activity: activity || "Starting…", tokens: 0 };
+    state.run = run;
+    setRunning(true);
+    for (const kind of EVENT_KINDS) es.addEventListener(kind, (ev) => onEvent(run, kind, ev));
+    es.onerror = () => {
+      if (state.run !== run) return;
+      es.close();
+      setTimeout(() => resume(run), 400);  // a dropped connection: pick up after the last event seen
+    };
+    state.tick = setInterval(() => showActivity(run), 1000);
+    showActivity(run);
+  }
+
+  async function resume(run) {
+    if (state.run !== run) return;
+    try {
+      const m = await api("GET", `/api/v1/chat/messages/${run.id}`);
+      if (m.status === "running") {
+        upsertMessage(m);  // the text so far, then what follows it
+        startStream(run.id, m.last_seq, m.activity);
+      } else {
+        finish(run);
+      }
+    } catch (err) {
+      announce(`Lost the connection: ${err.message}`);
+      setTimeout(() => resume(run), 2000);
+    }
+  }
+
+  function stopStream() {
+    if (state.run) state.run.es.close();
+    clearInterval(state.tick);
+    state.run = null;
+  }
+
+  function showActivity(run) {
+    if (state.run !== run) return;
+    const secs = Math.round((Date.now() - run.started) / 1000);
+    announce(`${run.activity} · ${secs}s` + (run.tokens ? ` · ${run.tokens} tokens out` : ""));
+  }
+
+  function liveBubble(messageId) {
+    const li = $(`msg-${messageId}`) || upsertMessage({ id: messageId, role: "assistant", status: "running", partial_text: "", tool_calls: [], edits: [] });
+    const all = li.querySelectorAll(".bubble.streaming");
+    return { li, bubble: all[all.length - 1] };
+  }
+
+  function onEvent(run, kind, ev) {
+    const seq = Number(ev.lastEventId);
+    if (state.run !== run || !(seq > run.lastSeq)) return;  // a repeat after a reconnect
+    run.lastSeq = seq;
+    const data = JSON.parse(ev.data);
+    const { li, bubble } = liveBubble(run.id);
+    if (kind === "text" && bubble) {
+      bubble.append(data.text);
+      scrollDown();
+    } else if (kind === "activity") {
+      run.activity = data.label;
+      showActivity(run);
+    } else if (kind === "tool_call") {
+      let tools = li.querySelector(".tools ul");
+      if (!tools) {
+        const d = toolList([]);
+        li.querySelector(".who").after(d);
+        tools = d.querySelector("ul");
+      }
+      tools.append(toolLine({ id: data.call_id, name: data.name, arguments: data.arguments, status: "pending" }));
+      li.querySelector(".tools summary").textContent = `${tools.children.length} tool call${tools.children.length > 1 ? "s" : ""}`;
+    } else if (kind === "tool_result") {
+      const line = li.querySelector(`.tool[data-call="${CSS.escape(data.call_id)}"]`);
+      if (line) line.replaceWith(toolLine({ id: data.call_id, name: data.name, arguments: {}, status: data.is_error ? "error" : "done" }));
+    } else if (kind === "edit") {
+      li.append(editCard(data));
+      scrollDown();
+    } else if (kind === "usage") {
+      run.tokens = data.run_usage.output_tokens;
+      showActivity(run);
+    } else if (kind === "done") {
+      run.es.close();
+      finish(run, data);
+    }
+  }
+
+  async function finish(run, done) {
+    if (state.run === run) stopStream();
+    setRunning(false);
+    try {
+      const m = await api("GET", `/api/v1/chat/messages/${run.id}`);
+      upsertMessage(m);
+      if (m.status === "running") {  // an earlier run's end, replayed: this one goes on
+        startStream(run.id, m.last_seq, m.activity);
+        return;
+      }
+      if (state.conv) {
+        state.conv = await api("GET", `/api/v1/chat/conversations/${state.conv.id}`);
+        showHeader();
+      }
+      loadConversations();
+      loadNotes();  // tools may have created, changed or trashed notes
+      if (state.note && !state.dirty) {
+        try { showNote(await api("GET", `/api/v1/notes/${state.note.id}`)); } catch { /* trashed: keep the text */ }
+      }
+    } catch (err) {
+      announce(err.message);
+    }
+    const status = done ? done.status : "settled";
+    announce({ complete: "Answer complete.", cancelled: "Cancelled.", failed: "The answer failed.",
+      awaiting_confirmation: "Waiting for your approval." }[status] || "");
+    scrollDown();
+  }
+
+  function setRunning(on) {
+    const send = $("send");
+    send.textContent = on ? "Cancel" : "Send";
+    send.classList.toggle("cancel", on);
+    send.type = on ? "button" : "submit";
+    send.setAttribute("aria-label", on ? "Cancel the running answer" : "Send the message");
+    if (!on) announce("");
+  }
+
+  async function cancelRun() {
+    const run = state.run;
+    if (!run) return;
+    run.activity = "Cancelling…";
+    showActivity(run);
+    try {
+      const res = await api("POST", `/api/v1/chat/messages/${run.id}/cancel`);
+      if (res.already_settled) finish(run);
+    } catch (err) {
+      announce(err.message);
+    }
+  }
+
+  // -- settings and export ------------------------------------------------------------------
+
+  async function openSettings() {
+    const drawer = $("settings");
+    if (!state.models) state.models = await api("GET", "/api/v1/chat/models");
+    const c = state.conv ? state.conv.controls : { workspace_tools: true, workspace_writes: true, ...state.pendingControls };
+    const select = $("set-model");
+    select.replaceChildren(h("option", { value: "", text: `Default (${state.models.default_model || "none configured"})` }));
+    const ids = new Set();
+    for (const m of state.models.models) {
+      ids.add(m.id);
+      select.append(h("option", { value: m.id, text: m.id + (m.local ? " (local)" : "") }));
+    }
+    if (c.model && !ids.has(c.model)) select.append(h("option", { value: c.model, text: c.model }));
+    select.value = c.model || "";
+    $("set-temperature").value = c.temperature ?? "";
+    $("set-top-p").value = c.top_p ?? "";
+    $("set-max-tokens").value = c.max_tokens ?? "";
+    $("set-thinking").value = c.thinking_level || "";
+    $("set-instructions").value = c.instructions || "";
+    $("set-tools").checked = c.workspace_tools !== false;
+    $("set-writes").checked = c.workspace_writes !== false;
+    $("settings-error").hidden = true;
+    drawer.hidden = false;
+    $("settings-open").setAttribute("aria-expanded", "true");
+    select.focus();
+  }
+
+  function closeSettings() {
+    $("settings").hidden = true;
+    $("settings-open").setAttribute("aria-expanded", "false");
+    $("settings-open").focus();
+  }
+
+  async function saveSettings(e) {
+    e.preventDefault();
+    const num = (id) => ($(id).value === "" ? null : Number($(id).value));
+    const controls = {
+      model: $("set-model").value || null,
+      temperature: num("set-temperature"),
+      top_p: num("set-top-p"),
+      max_tokens: num("set-max-tokens"),
+      thinking_level: $("set-thinking").value || null,
+      instructions: $("set-instructions").value.trim() || null,
+      workspace_tools: $("set-tools").checked,
+      workspace_writes: $("set-writes").checked,
+    };
+    try {
+      if (state.conv) await patchConversation(state.conv.id, { controls });
+      else state.pendingControls = controls;
+      closeSettings();
+    } catch (err) {
+      const box = $("settings-error");
+      box.textContent = err.message;
+      box.hidden = false;
+    }
+  }
+
+  function exportFormat() {
+    return document.querySelector('input[name="export-format"]:checked').value;
+  }
+
+  async function openExport() {
+    if (!state.conv) return;
+    const dialog = $("export-dialog");
+    if (!dialog.open) dialog.showModal();
+    await loadExport();
+  }
+
+  async function loadExport() {
+    const fmt = exportFormat();
+    const url = `/api/v1/chat/conversations/${state.conv.id}/export?format=${fmt}`;
+    $("export-text").value = await api("GET", url);
+    const link = $("export-download");
+    link.href = url;
+    link.setAttribute("download", `${state.conv.title.replace(/[^\w -]+/g, "_").slice(0, 60) || "chat"}.${fmt}`);
+    $("export-status").textContent = "";
+  }
+
+  async function copyExport() {
+    const text = $("export-text").value;
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch {
+      $("export-text").select();
+      document.execCommand("copy");
+    }
+    $("export-status").textContent = "Copied.";
+  }
+
+  // -- the notes pane -----------------------------------------------------------------------
+
+  async function loadNotes() {
+    const q = $("note-search").value.trim();
+    const list = $("note-list");
+    try {
+      const data = await api("GET", "/api/v1/notes?limit=30" + (q ? `&q=${encodeURIComponent(q)}` : ""));
+      list.replaceChildren();
+      for (const n of data.notes) {
+        list.append(h("li", {}, h("button", { type: "button", "aria-current": state.note && state.note.id === n.id ? "true" : null,
+          onclick: () => openNote(n.id) }, n.title || "(untitled)", n.snippet ? h("span", { class: "snippet", text: n.snippet }) : null)));
+      }
+      if (!data.notes.length) list.append(h("li", { class: "muted", text: q ? "No notes match." : "No notes yet." }));
+    } catch (err) {
+      list.replaceChildren(h("li", { class: "form-error", text: err.message }));
+    }
+  }
+
+  async function openNote(id) {
+    if (state.dirty && state.note && state.note.id !== id) await saveNote();
+    showNote(await api("GET", `/api/v1/notes/${id}`));
+    state.attach = true;
+    updateContext();
+    loadNotes();
+  }
+
+  function showNote(note) {
+    // A copy fetched before a newer save (an accepted edit, an undo) may arrive after it.
+    if (state.note && state.note.id === note.id && note.updated_time < state.note.updated_time) return;
+    state.note = note;
+    state.dirty = false;
+    $("editor").hidden = false;
+    $("note-title").value = note.title;
+    $("note-body").value = note.body;
+    $("note-status").textContent = "";
+    $("history").hidden = true;
+    $("note-history").setAttribute("aria-expanded", "false");
+    if ($("tab-preview").getAttribute("aria-selected") === "true") renderPreview();
+    updateContext();
+  }
+
+  async function saveNote() {
+    if (!state.note) return;
+    try {
+      const note = await api("PATCH", `/api/v1/notes/${state.note.id}`, {
+        title: $("note-title").value.trim() || "Untitled",
+        body: $("note-body").value,
+        base_updated_time: state.note.updated_time,
+      });
+      const sel = [$("note-body").selectionStart, $("note-body").selectionEnd];
+      state.note = note;
+      state.dirty = false;
+      $("note-body").setSelectionRange(sel[0], sel[1]);
+      $("note-status").textContent = "Saved.";
+      loadNotes();
+    } catch (err) {
+      $("note-status").textContent = err.message;
+      throw err;
+    }
+  }
+
+  async function newNote() {
+    const note = await api("POST", "/api/v1/notes", { title: "Untitled", body: "" });
+    await openNote(note.id);
+    $("note-title").select();
+    $("note-title").focus();
+  }
+
+  async function renderPreview() {
+    const data = await api("POST", "/api/v1/notes/preview", { markdown: $("note-body").value });
+    $("note-preview").innerHTML = data.html;  // sanitised by the server
+  }
+
+  function selectTab(preview) {
+    $("tab-edit").setAttribute("aria-selected", String(!preview));
+    $("tab-preview").setAttribute("aria-selected", String(preview));
+    $("note-body").hidden = preview;
+    $("note-preview").hidden = !preview;
+    if (preview) renderPreview();
+  }
+
+  async function toggleHistory() {
+    const box = $("history");
+    if (!box.hidden) {
+      box.hidden = true;
+      $("note-history").setAttribute("aria-expanded", "false");
+      return;
+    }
+    const data = await api("GET", `/api/v1/notes/${state.note.id}/revisions`);
+    box.replaceChildren();
+    for (const r of data.revisions.slice(0, 20)) {
+      const when = new Date(r.version_time).toLocaleString();
+      box.append(h("li", {}, h("span", { text: `${when} · ${r.chars} characters` }),
+        h("button", { type: "button", text: "Restore", onclick: async () => {
+          showNote(await api("POST", `/api/v1/notes/${state.note.id}/revisions/${r.id}/restore`));
+          $("note-status").textContent = "Earlier version restored.";
+        } })));
+    }
+    if (!data.revisions.length) box.append(h("li", { class: "muted", text: "No earlier versions." }));
+    box.hidden = false;
+    $("note-history").setAttribute("aria-expanded", "true");
+  }
+
+  function updateContext() {
+    const chip = $("context-chip");
+    if (!state.note || !state.attach) { chip.hidden = true; return; }
+    const ta = $("note-body");
+    const n = ta.selectionEnd - ta.selectionStart;
+    $("context-text").textContent = `Note: ${state.note.title || "(untitled)"}` + (n > 0 ? ` · selection of ${codePoints(ta.value.slice(ta.selectionStart), n)} characters` : "");
+    chip.hidden = false;
+  }
+
+  // -- wiring -------------------------------------------------------------------------------
+
+  function wire() {
+    $("composer").addEventListener("submit", (e) => { e.preventDefault(); sendMessage($("message").value); });
+    $("send").addEventListener("click", (e) => { if (state.run) { e.preventDefault(); cancelRun(); } });
+    $("message").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); if (!state.run) sendMessage($("message").value); }
+      if (e.key === "Escape" && state.run) { e.preventDefault(); cancelRun(); }
+    });
+    $("new-chat").addEventListener("click", newChat);
+    $("thread-search").addEventListener("input", () => {
+      clearTimeout(state.searchTimer);
+      state.searchTimer = setTimeout(loadConversations, 250);
+    });
+    $("settings-open").addEventListener("click", () => ($("settings").hidden ? openSettings() : closeSettings()));
+    $("settings-close").addEventListener("click", closeSettings);
+    $("settings-form").addEventListener("submit", saveSettings);
+    $("settings").addEventListener("keydown", (e) => { if (e.key === "Escape") closeSettings(); });
+    $("export-open").addEventListener("click", openExport);
+    for (const r of document.querySelectorAll('input[name="export-format"]')) r.addEventListener("change", loadExport);
+    $("export-copy").addEventListener("click", copyExport);
+    $("note-search").addEventListener("input", () => {
+      clearTimeout(state.noteTimer);
+      state.noteTimer = setTimeout(loadNotes, 250);
+    });
+    $("note-new").addEventListener("click", newNote);
+    $("note-save").addEventListener("click", () => saveNote().catch(() => {}));
+    $("note-history").addEventListener("click", toggleHistory);
+    $("tab-edit").addEventListener("click", () => selectTab(false));
+    $("tab-preview").addEventListener("click", () => selectTab(true));
+    for (const id of ["note-title", "note-body"]) {
+      $(id).addEventListener("input", () => { state.dirty = true; $("note-status").textContent = "Unsaved changes"; });
+    }
+    for (const ev of ["select", "keyup", "mouseup", "focus"]) $("note-body").addEventListener(ev, updateContext);
+    $("note-body").addEventListener("keydown", (e) => {
+      if ((e.ctrlKey || e.metaKey) && e.key === "s") { e.preventDefault(); saveNote().catch(() => {}); }
+    });
+    $("context-clear").addEventListener("click", () => { state.attach = false; updateContext(); $("message").focus(); });
+    // Links to notes in answers ([title](:/ID)) open the note here instead of downloading.
+    $("transcript").addEventListener("click", async (e) => {
+      const a = e.target.closest("a[href^='/attachments/']");
+      if (!a) return;
+      e.preventDefault();
+      const id = a.getAttribute("href").split("/").pop();
+      try { await openNote(id); } catch { window.open(a.href, "_blank", "noopener"); }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", async () => {
+    wire();
+    setRunning(false);
+    await Promise.all([loadConversations(), loadNotes()]);
+    const params = new URLSearchParams(location.search);
+    if (params.get("c")) await openConversation(params.get("c"));
+    if (params.get("note")) await openNote(params.get("note"));
+  });
+})();
