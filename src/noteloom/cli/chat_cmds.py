@@ -81,8 +81,19 @@ def chat(
     yes: bool = YES_OPTION,
     thinking: str | None = THINKING_OPTION,
     home: Path | None = HOME_OPTION,
+    pending: bool = typer.Option(False, "--pending", help="List the tool calls web conversations wait on."),
+    approve: str | None = typer.Option(None, "--approve", metavar="MESSAGE_ID", help="Approve one and finish its turn here."),
+    decline: str | None = typer.Option(None, "--decline", metavar="MESSAGE_ID", help="Decline one and finish its turn here."),
 ) -> None:
-    """A conversation in the terminal: one message per line, until end of input (Ctrl-D)."""
+    """A conversation in the terminal: one message per line, until end of input (Ctrl-D).
+
+    With --pending, --approve or --decline: decide on a web conversation's held tool call instead.
+    """
+    if pending or approve or decline:
+        from noteloom.cli.chat_confirm import confirm_from_terminal
+
+        confirm_from_terminal(home, pending=pending, approve=approve, decline=decline)
+        return
     level = _thinking(thinking)
     with opened(home) as app:
         session = _session(app, model, yes, level)

@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
         """Serve the web page, the JSON API and MCP (at /mcp)."""
         import uvicorn
 
+        from noteloom.chat import chat_lifespan
         from noteloom.config import load_settings
         from noteloom.semantic import index_worker
         from noteloom.web.app import create_web_app
@@ -56,7 +57,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  mcp:   {base}/mcp")
             typer.echo(f"  token: {token}")
             uvicorn.run(
-                create_web_app(a, lifespans=[index_worker]), host=settings.host, port=settings.port,
+                create_web_app(a, lifespans=[index_worker, chat_lifespan]), host=settings.host, port=settings.port,
                 log_level="warning",
                 timeout_graceful_shutdown=5,
             )
