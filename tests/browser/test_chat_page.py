@@ -1,0 +1,126 @@
+"""The chat page in a real Chromium against a live ``noteloom serve`` with scripted models:
+streaming, cancel, confirmations, an edit accepted and undone, export, the error card."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from playwright.sync_api import expect
+
+from conftest import TRIP, Live
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+
+def pick_model(page: Any, name: str) -> None:
+    """Choose the model in the settings drawer, as a user does."""
+    page.click("#settings-open")
+    page.select_option("#set-model", f"{name}:script")
+    page.click("#settings-form button[type=submit]")
+    expect(page.locator("#settings")).to_be_hidden()
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("#message", text)
+    page.press("#message", "Enter")
+
+
+def test_an_answer_streams_in_with_its_activity_then_shows_tokens_and_cost(page: Any) -> None:
+    send(page, "What do my notes say about the trip?")
+    expect(page.locator("#send")).to_have_text("Cancel")
+    live_bubble = page.locator(".msg.assistant .bubble.streaming")
+    expect(live_bubble).to_contain_text("Here is what")  # text arrives before the turn ends
+    expect(page.locator("#live-status")).to_contain_text("Writing")
+    answer = page.locator(".msg.assistant").last
+    expect(answer.locator(".bubble")).to_contain_text("leave Friday, bring the tent.")
+    expect(page.locator("#send")).to_have_text("Send")
+    expect(answer.locator(".meta")).to_contain_text("120 in · 16 out · $0")
+    expect(page.locator("#thread-list")).to_contain_text("What do my notes say about the trip?")
+    expect(page.locator("#conv-title")).to_have_text("What do my notes say about the trip?")
+
+
+def test_cancel_stops_the_answer_and_keeps_what_was_written(page: Any) -> None:
+    pick_model(page, "slow")
+    send(page, "Think hard about packing")
+    expect(page.locator(".msg.assistant .bubble.streaming")).to_contain_text("about that")
+    expect(page.locator("#send")).to_have_text("Cancel")
+    page.click("#send")
+    answer = page.locator(".msg.assistant").last
+    expect(answer.locator(".marker")).to_have_text("Cancelled", timeout=2000)
+    expect(answer.locator(".bubble")).to_contain_text("Let me think about that")
+    expect(page.locator("#send")).to_have_text("Send")
+
+
+def test_a_held_call_is_approved_or_declined_from_its_card(page: Any, live: Live) -> None:
+    pick_model(page, "confirm")
+    send(page, "Delete my old packing list")
+    card = page.locator(".card.confirm")
+    expect(card).to_contain_text(f"Move note {live.notes['old']} to the trash.")
+    card.get_by_role("button", name="Approve").click()
+    answer = page.locator(".msg.assistant").last
+    expect(answer).to_contain_text("Done: the note is in the trash.")
+    expect(answer.locator(".bubble")).to_have_count(1)  # the same message went on, then settled
+    expect(card).to_have_count(0)
+    expect(page.locator("#note-list")).not_to_contain_text("Old packing list")
+    with pytest.raises(httpx.HTTPStatusError):
+        live.api("GET", f"/api/v1/notes/{live.notes['old']}")
+
+    page.click("#new-chat")
+    pick_model(page, "decline")
+    send(page, "Delete the note I keep")
+    page.locator(".card.confirm").get_by_role("button", name="Decline").click()
+    expect(page.locator(".msg.assistant").last).to_contain_text("I left the note alone")
+    assert live.api("GET", f"/api/v1/notes/{live.notes['keep']}")["body"] == "important"
+
+
+def test_select_text_ask_for_an_edit_accept_it_then_undo_it(page: Any, live: Live) -> None:
+    page.fill("#note-search", "Trip")
+    page.locator("#note-list button", has_text="Trip").click()
+    body = page.locator("#note-body")
+    expect(body).to_have_value(TRIP)
+    body.evaluate(
+        """ta => { const i = ta.value.indexOf("Friday"); ta.focus(); ta.setSelectionRange(i, i + 6);
+                  ta.dispatchEvent(new Event("select")); }"""
+    )
+    expect(page.locator("#context-text")).to_contain_text("selection of 6 characters")
+    pick_model(page, "edit")
+    send(page, "Make it Saturday")
+    card = page.locator(".card.edit")
+    expect(card.locator("del")).to_have_text("Friday")
+    expect(card.locator("ins")).to_have_text("Saturday")
+    card.get_by_role("button", name="Accept").click()
+    expect(body).to_have_value(TRIP.replace("Friday", "Saturday"))
+    assert live.api("GET", f"/api/v1/notes/{live.notes['trip']}")["body"] == TRIP.replace("Friday", "Saturday")
+    page.locator(".card.edit").get_by_role("button", name="Undo").click()
+    expect(body).to_have_value(TRIP)
+    assert live.api("GET", f"/api/v1/notes/{live.notes['trip']}")["body"] == TRIP
+
+
+def test_a_conversation_exports_as_markdown_and_plain_text(page: Any) -> None:
+    send(page, "Summarise the trip")
+    expect(page.locator("#send")).to_have_text("Send", timeout=5000)
+    expect(page.locator(".msg.assistant .meta")).to_be_visible()
+    page.click("#export-open")
+    text = page.locator("#export-text")
+    expect(text).to_have_value(re.compile(r"^# Summarise the trip[\s\S]*## You[\s\S]*## Assistant"))
+    page.check("input[name=export-format][value=txt]")
+    expect(text).to_have_value(re.compile(r"You \([\s\S]*Assistant \("))
+    with page.expect_download() as download:
+        page.click("#export-download")
+    saved = download.value
+    assert saved.suggested_filename == "Summarise-the-trip.txt"
+    assert "Summarise the trip" in Path(saved.path()).read_text(encoding="utf-8")
+
+
+def test_a_failed_answer_shows_an_inline_card_with_retry_and_no_popup(page: Any) -> None:
+    pick_model(page, "broken")
+    send(page, "Hello?")
+    card = page.locator(".card.error")
+    expect(card).to_contain_text("overloaded")
+    card.get_by_role("button", name="Retry").click()
+    expect(page.locator(".card.error")).to_have_count(2)
+    expect(page.locator(".msg.user")).to_have_count(2)
