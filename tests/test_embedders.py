@@ -11,11 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from semantic_support import local_model
 
 from noteloom.default_plugins.embedders import register_embedders
-from noteloom.embedders import Embedder, LocalEmbedder, OpenAIEmbedder, local_embedder, openai_embedder
+from noteloom.embedders import (
+    Embedder,
+    LocalEmbedder,
+    OpenAIEmbedder,
+    local_embedder,
+    openai_embedder,
+)
 from noteloom.errors import ConfigError, EmbeddingError
+from semantic_support import local_model
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -148,6 +154,18 @@ def test_query_and_document_prefixes_are_sent_for_models_that_want_them(endpoint
     emb.embed_documents(["eggs have protein"])
     assert endpoint.requests[0]["input"] == ["query: how much protein"]
     assert endpoint.requests[1]["input"] == ["passage: eggs have protein"]
+    assert "input_type" not in endpoint.requests[0]
+
+
+def test_asymmetric_endpoints_get_the_input_type_of_each_side(endpoint: FakeEndpoint) -> None:
+    emb = openai_embedder(
+        {"type": "openai", "base_url": endpoint.url, "model": "e5",
+         "query_input_type": "query", "document_input_type": "passage"},
+        {},
+    )
+    emb.embed_query("quanta proteína")
+    emb.embed_documents(["eggs have protein"])
+    assert [r["input_type"] for r in endpoint.requests] == ["query", "passage"]
 
 
 def test_rate_limits_and_server_errors_are_retried_then_succeed(endpoint: FakeEndpoint) -> None:

@@ -253,6 +253,8 @@ class OpenAIEmbedder:
         backoff: float = 0.5,
         query_prefix: str = "",
         document_prefix: str = "",
+        query_input_type: str | None = None,
+        document_input_type: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -265,6 +267,9 @@ class OpenAIEmbedder:
         self.backoff = backoff
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
+        # Endpoints of asymmetric models (e5, Voyage, Cohere-style) take ``input_type``.
+        self.query_input_type = query_input_type
+        self.document_input_type = document_input_type
 
     @property
     def name(self) -> str:
@@ -274,22 +279,25 @@ class OpenAIEmbedder:
     @property
     def dimensions(self) -> int:
         if self._dimensions is None:
-            self._dimensions = len(self._post(["dimension probe"])[0])
+            self._dimensions = len(self._post(["dimension probe"], self.query_input_type)[0])
         return self._dimensions
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
-            out.extend(self._post([self.document_prefix + t for t in texts[i : i + self.batch_size]]))
+            batch = [self.document_prefix + t for t in texts[i : i + self.batch_size]]
+            out.extend(self._post(batch, self.document_input_type))
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        return self._post([self.query_prefix + text])[0]
+        return self._post([self.query_prefix + text], self.query_input_type)[0]
 
-    def _post(self, inputs: list[str]) -> list[list[float]]:
+    def _post(self, inputs: list[str], input_type: str | None = None) -> list[list[float]]:
         if not inputs:
             return []
         payload: dict[str, Any] = {"model": self.model, "input": inputs, "encoding_format": "float"}
+        if input_type:
+            payload["input_type"] = input_type
         if self.send_dimensions and self._dimensions:
             payload["dimensions"] = self._dimensions
         data = self._request(json.dumps(payload).encode("utf-8"))
@@ -382,6 +390,8 @@ def openai_embedder(config: Mapping[str, Any], env: Mapping[str, str]) -> OpenAI
         retries=_int(config, "retries", 3),
         query_prefix=str(config.get("query_prefix", "")),
         document_prefix=str(config.get("document_prefix", "")),
+        query_input_type=str(config["query_input_type"]) if config.get("query_input_type") else None,
+        document_input_type=str(config["document_input_type"]) if config.get("document_input_type") else None,
     )
 
 
