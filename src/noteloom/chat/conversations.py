@@ -20,7 +20,7 @@ from noteloom import db
 from noteloom.chat import tables as t
 from noteloom.chat.records import Controls, Conversation, check_controls
 from noteloom.db import new_id, now_ms
-from noteloom.errors import InvalidInput, NotFound
+from noteloom.errors import Conflict, InvalidInput, NotFound
 from noteloom.messages import Usage
 
 TITLE_MAX = 200
@@ -234,6 +234,7 @@ class Conversations:
         proposed edits; returns the number of messages removed. Works on live and deleted ones."""
         with self._w(conn) as c:
             self.get(user_id, conversation_id, include_deleted=True, conn=c)
+            _refuse_running(c, [conversation_id])
             return purge_rows(c, [conversation_id])
 
     def purge_deleted(self, user_id: str, *, conn: Connection | None = None) -> int:
@@ -246,8 +247,22 @@ class Conversations:
                     )
                 ).scalars()
             )
+            _refuse_running(c, ids)
             purge_rows(c, ids)
             return len(ids)
+
+
+def _refuse_running(c: Connection, conversation_ids: list[str]) -> None:
+    """A turn still running would write into rows that are gone: it must end first."""
+    if not conversation_ids:
+        return
+    busy = c.execute(
+        sa.select(t.messages.c.conversation_id).where(
+            t.messages.c.conversation_id.in_(conversation_ids), t.messages.c.status == "running"
+        ).limit(1)
+    ).scalar()
+    if busy is not None:
+        raise Conflict(f"conversation {busy!r} has a turn running; cancel it (or wait for it) before purging")
 
 
 def purge_rows(c: Connection, conversation_ids: list[str]) -> int:

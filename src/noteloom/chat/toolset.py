@@ -45,6 +45,8 @@ class FocusedNote:
     title: str
     body: str
     selection: Selection | None = None
+    #: Clipped from the web (it has a source URL): the model reads it fenced, as material.
+    untrusted: bool = False
 
 
 _TEXT = {"type": "string", "description": "The new Markdown text."}

@@ -17,6 +17,7 @@ at start-up and by a reaper that runs while the server does.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -160,8 +161,12 @@ class TurnRunner:
     def recover(self, older_than_ms: int) -> list[str]:
         """Mark running turns with a heartbeat older than ``older_than_ms`` failed ("interrupted")."""
         t = self.stores.transcript
+        engine = self.stores.conversations.engine
+        with db.read_tx(engine) as c:  # the common case, nothing to do, takes no write lock
+            if not [m for m in t.orphaned(older_than_ms, conn=c) if self.live.get(m) is None]:
+                return []
         done: list[str] = []
-        with db.write_tx(self.stores.conversations.engine) as c:
+        with db.write_tx(engine) as c:
             for mid in t.orphaned(older_than_ms, conn=c):
                 if self.live.get(mid) is not None:
                     continue
@@ -188,8 +193,15 @@ class TurnRunner:
         if self._tg is None:
             raise ConfigError("the chat's turn runner is not running; start noteloom with `noteloom serve`")
         live = self._register(message_id, first_seq)
-        self._tg.start_soon(self.run_turn, message_id, live)
+        self._tg.start_soon(self._guarded, message_id, live)
         return live
+
+    async def _guarded(self, message_id: str, live: LiveTurn) -> None:
+        """One turn's failure (a database error while storing it …) must not stop the others."""
+        try:
+            await self.run_turn(message_id, live)
+        except Exception:
+            log.exception("chat turn %s could not be settled; the reaper will mark it interrupted", message_id)
 
     def _register(self, message_id: str, first_seq: int) -> LiveTurn:
         if self.live.get(message_id) is not None:
@@ -279,7 +291,7 @@ class TurnRunner:
             if ctx is not None:
                 try:
                     note = ws.get_note(ctx.note_id, conn=c)
-                    focused = FocusedNote(note.id, note.title, note.body, ctx.selection)
+                    focused = FocusedNote(note.id, note.title, note.body, ctx.selection, bool(note.source_url))
                 except NotFound:
                     focused = None  # closed or deleted meanwhile: no session tools
             runtime = ws.settings_with_prefix("tool.", conn=c)
@@ -316,11 +328,13 @@ class TurnRunner:
         propose = self._proposer(prep, live)
         tools = turn_tools(prep.focused, prep.enabled, controls, propose)
         names = [t.name for t in tools]
+        untrusted = prep.focused is not None and prep.focused.untrusted
         system = system_prompt(
             voice_text=voice(controls.instructions, prep.global_voice),
             now=datetime.now().astimezone(),
             note=prep.focused,
             tool_names=names,
+            nonce=secrets.token_hex(8),
         )
         history = cap_history(
             [*history_before(prep.rows, prep.user_message.position), Message.user(prep.user_message.content),
@@ -336,6 +350,8 @@ class TurnRunner:
             call_policy=lambda tool, args: policy_for(tool, args, overrides),
             decisions={prep.pending.call_id: prep.decision} if prep.pending and prep.decision else {},
             describe=describe_call,
+            # A clipped note in the prompt needs the contract from the first call on.
+            untrusted=True if untrusted else None,
         )
         sink = _Sink(live)
         result: RunResult = await run(
