@@ -13,6 +13,7 @@ from fastapi.templating import Jinja2Templates
 
 from noteloom.app import App
 from noteloom.errors import NotFound
+from noteloom.semantic import IndexStatus, SemanticIndex
 from noteloom.web.render import render_markdown
 
 templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
@@ -47,11 +48,16 @@ def router(app: App) -> APIRouter:
         walk(None, 0)
         return out
 
+    def index_status() -> IndexStatus | None:
+        index = app.services.get("semantic")
+        return index.status() if isinstance(index, SemanticIndex) else None
+
     @r.get("/", response_class=HTMLResponse)
     async def home(request: Request) -> HTMLResponse:
-        books, notes = await to_thread.run_sync(lambda: (tree(), ws.list_notes(limit=50)))
+        books, notes, index = await to_thread.run_sync(lambda: (tree(), ws.list_notes(limit=50), index_status()))
         return templates.TemplateResponse(
-            request, "index.html", {"tree": books, "notes": notes, "current": None, "title": "Recent notes"}
+            request, "index.html",
+            {"tree": books, "notes": notes, "current": None, "title": "Recent notes", "index": index},
         )
 
     @r.get("/notebooks/{notebook_id}", response_class=HTMLResponse)
