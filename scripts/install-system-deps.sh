@@ -15,3 +15,5 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# pgvector for the PostgreSQL above (semantic search tests); it has no bookworm package.
+bash "$(dirname "$0")/install-pgvector.sh"
