@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,7 +63,7 @@ def test_a_long_section_is_split_into_overlapping_windows_that_cover_it() -> Non
     assert len(chunks) > 20
     assert all(c.end - c.start <= spec.max_chars for c in chunks)
     assert all(c.section_path == "1" for c in chunks)
-    for a, b in zip(chunks, chunks[1:], strict=False):
+    for a, b in itertools.pairwise(chunks):
         assert b.start < a.end, "neighbouring windows overlap"
         assert b.start > a.start
     assert covered(chunks, body)

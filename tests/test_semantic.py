@@ -8,7 +8,6 @@ from typing import Any
 import anyio
 import pytest
 import sqlalchemy as sa
-from semantic_support import local_model, wait_for
 
 from noteloom.app import App
 from noteloom.chunks import ChunkSpec
@@ -16,6 +15,7 @@ from noteloom.embedders import Embedder
 from noteloom.errors import InvalidInput
 from noteloom.semantic import SemanticIndex
 from noteloom.vectors import chunks
+from semantic_support import local_model, wait_for
 
 BASIL = (
     "# Basil\n\n## Watering\n\nBasil wilts when the soil dries out. Water it every morning in summer "

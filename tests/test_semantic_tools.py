@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
-from semantic_support import local_model
 from typer.testing import CliRunner
 
 from noteloom.app import App, access_token, open_app
@@ -19,6 +18,7 @@ from noteloom.errors import ConfigError
 from noteloom.semantic import NoteHit, SemanticIndex, fuse, open_index, query_shape
 from noteloom.tools import SCOPE_KEY
 from noteloom.web.app import create_web_app
+from semantic_support import local_model
 from test_tools_workspace import call, payload, tool_error
 
 BASIL = "# Basil\n\n## Watering\n\nBasil wilts when the soil dries out; water it every morning in summer."
