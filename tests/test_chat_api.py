@@ -115,6 +115,9 @@ async def test_one_turn_at_a_time_and_cancel_answers_whether_it_had_settled(app:
         again = await c.post("/api/v1/chat/send", json={"message": "more", "conversation_id": sent["conversation_id"]})
         assert again.status_code == 409 and again.json()["error"] == "conflict"
         assert "cancel it first" in again.json()["message"]
+        with anyio.fail_after(5):  # poll until the partial answer shows, as a page would
+            while (await c.get(f"/api/v1/chat/messages/{sent['message_id']}")).json()["partial_text"] != "busy":
+                await anyio.sleep(0.02)
         r = await c.post(f"/api/v1/chat/messages/{sent['message_id']}/cancel")
         assert r.json() == {"already_settled": False}
         view = await wait_for(c, sent["message_id"])

@@ -83,10 +83,8 @@ async def test_cancel_stops_mid_stream_within_a_second_and_keeps_the_partial_tex
     async with running_chat(app) as chat:
         sent = await chat.send(owner, "write a lot", controls={"model": "play:script"})
         await until(chat, owner, sent.message_id, "text")
-        begun = time.monotonic()
         assert await chat.cancel(owner, sent.message_id) is False
-        view = await settle(chat, owner, sent.message_id, timeout=1.0)
-        assert time.monotonic() - begun < 1.0
+        view = await settle(chat, owner, sent.message_id, timeout=1.0)  # stops within a second
         assert view["status"] == "cancelled" and view["content"] == "partial answer"
         assert await chat.cancel(owner, sent.message_id) is True  # settled already
         # The conversation goes on; the cancelled answer stays in the history.
@@ -105,9 +103,8 @@ async def test_a_cancel_flag_set_by_another_process_is_seen_within_a_second(app:
         await until(chat, owner, sent.message_id, "text")
         with app.workspace.write() as c:  # what another server would do: only the row changes
             c.execute(t.messages.update().where(t.messages.c.id == sent.message_id).values(cancel_requested=True))
-        begun = time.monotonic()
-        view = await settle(chat, owner, sent.message_id, timeout=2.0)
-    assert view["status"] == "cancelled" and time.monotonic() - begun < 1.0
+        view = await settle(chat, owner, sent.message_id, timeout=1.0)  # seen within a second
+    assert view["status"] == "cancelled"
 
 
 async def test_a_model_failure_fails_the_turn_with_its_classified_error(app: App) -> None:
@@ -438,3 +435,14 @@ async def test_a_turn_that_cannot_be_stored_does_not_stop_the_others(app: App, m
         await anyio.to_thread.run_sync(runner.recover, int(time.time() * 1000) + 60_000)
         view = await chat.message(owner, bad.message_id)
     assert view["status"] == "failed" and view["error"]["code"] == "interrupted"
+
+
+async def test_the_models_reasoning_is_kept_and_shown_apart_from_the_answer(app: App) -> None:
+    owner = app.workspace.ensure_owner()
+    scripted(app, [{"thinking": "The user wants a number.", "text": "42"}])
+    async with running_chat(app) as chat:
+        sent = await chat.send(owner, "answer?", controls={"model": "play:script"})
+        events = await collect(chat, owner, sent.message_id)
+        view = await chat.message(owner, sent.message_id)
+    assert [e.data["text"] for e in events if e.kind == "thinking"] == ["The user wants a number."]
+    assert view["thinking"] == "The user wants a number." and view["content"] == "42"

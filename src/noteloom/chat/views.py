@@ -14,7 +14,7 @@ from typing import Any
 from noteloom.chat.anchors import word_diff
 from noteloom.chat.eventlog import LiveTurn
 from noteloom.chat.records import ChatMessage, Conversation, PendingAction, ProposedEdit
-from noteloom.messages import ToolCallPart, Usage, usage_to_dict
+from noteloom.messages import ToolCallPart, usage_to_dict
 
 
 def usd(amount: Decimal | None) -> str | None:
@@ -108,6 +108,7 @@ def message_view(
         "role": m.role,
         "status": m.status,
         "content": None if running else m.content,
+        "thinking": "\n\n".join(x.thinking for x in m.transcript if x.thinking) or None,
         "partial_text": text if running else None,
         "activity": activity if running else None,
         "running_seconds": round(max(time.time() - started / 1000, 0.0), 1) if running else None,
@@ -136,7 +137,3 @@ def message_view(
         "finished_time": m.finished_time,
     }
     return out
-
-
-def usage_dict(usage: Usage) -> dict[str, int]:
-    return usage_to_dict(usage)

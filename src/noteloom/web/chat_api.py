@@ -185,6 +185,7 @@ class MessageOut(BaseModel):
     status: Literal["running", "complete", "failed", "cancelled", "awaiting_confirmation"]
     content: str | None = Field(description="The final text (Markdown); null while running.")
     content_html: str | None = Field(None, description="The final text as sanitised HTML (not for user messages).")
+    thinking: str | None = Field(None, description="The model's reasoning, when it showed any.")
     partial_text: str | None = Field(description="The answer so far, while running.")
     activity: str | None = Field(description="The stage label while running, e.g. 'Running tool: search_notes…'.")
     running_seconds: float | None

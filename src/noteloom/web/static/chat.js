@@ -183,6 +183,7 @@
       li.append(h("div", { class: "bubble", text: m.content || "" }));
       return li;
     }
+    if (m.thinking) li.append(thinkingBox(m.thinking));
     if (m.tool_calls && m.tool_calls.length) li.append(toolList(m.tool_calls));
     const bubble = h("div", { class: "bubble" });
     if (m.status === "running") {
@@ -203,6 +204,10 @@
     if (m.status === "failed" && m.error) li.append(errorCard(m));
     if (m.role === "assistant" && m.status !== "running") li.append(h("div", { class: "meta", text: usageLine(m) }));
     return li;
+  }
+
+  function thinkingBox(text) {
+    return h("details", { class: "thinking" }, h("summary", { text: "Thinking" }), h("div", { class: "thinking-text", text }));
   }
 
   function toolList(calls) {
@@ -430,6 +435,13 @@
     if (kind === "text" && bubble) {
       bubble.append(data.text);
       scrollDown();
+    } else if (kind === "thinking") {
+      let box = li.querySelector(".thinking .thinking-text");
+      if (!box) {
+        li.querySelector(".who").after(thinkingBox(""));
+        box = li.querySelector(".thinking .thinking-text");
+      }
+      box.append(data.text);
     } else if (kind === "activity") {
       run.activity = data.label;
       showActivity(run);
