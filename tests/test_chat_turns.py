@@ -30,7 +30,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def test_a_turn_streams_stores_every_event_in_order_and_completes(app: App) -> None:
+async def test_a_turn_streams_stores_every_event_in_order_and_completes(any_app: App) -> None:
+    app = any_app
     owner = app.workspace.ensure_owner()
     scripted(app, [{"chunks": ["Hel", "lo ", "there"], "usage": {"input_tokens": 40, "output_tokens": 3}}])
     async with running_chat(app) as chat:
@@ -95,7 +96,8 @@ async def test_cancel_stops_mid_stream_within_a_second_and_keeps_the_partial_tex
         assert [m.text for m in req.messages] == ["write a lot", "partial answer", "again"]
 
 
-async def test_a_cancel_flag_set_by_another_process_is_seen_within_a_second(app: App) -> None:
+async def test_a_cancel_flag_set_by_another_process_is_seen_within_a_second(any_app: App) -> None:
+    app = any_app
     owner = app.workspace.ensure_owner()
     scripted(app, [{"chunks": ["slow"], "hang": True}])
     async with running_chat(app) as chat:
@@ -128,7 +130,8 @@ async def test_an_unusable_model_fails_the_turn_with_a_pointer_to_echo(app: App)
     assert "echo" in view["error"]["message"]
 
 
-async def test_approving_runs_the_held_call_and_the_same_message_continues(app: App) -> None:
+async def test_approving_runs_the_held_call_and_the_same_message_continues(any_app: App) -> None:
+    app = any_app
     owner = app.workspace.ensure_owner()
     note = app.workspace.create_note("Old", "stale")
     app.registry.set_enabled(app.workspace, "delete_note", True)
