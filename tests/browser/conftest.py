@@ -15,12 +15,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
+from page_support import TRIP, Live
 
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
@@ -29,23 +29,6 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
-TRIP = "# Trip\n\nWe leave on Friday at nine.\n\nBring the tent.\n"
-
-
-@dataclass
-class Live:
-    url: str
-    token: str
-    home: Path
-    notes: dict[str, str]
-
-    def api(self, method: str, path: str, **kw: Any) -> Any:
-        r = httpx.request(method, self.url + path, headers={"Authorization": f"Bearer {self.token}"}, timeout=10, **kw)
-        r.raise_for_status()
-        return r.json() if r.content else None
-
-    def page_url(self, path: str = "/chat") -> str:
-        return f"{self.url}{path}?token={self.token}"
 
 
 def _scripts(notes: dict[str, str]) -> dict[str, list[dict[str, Any]]]:

@@ -9,9 +9,8 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+from page_support import TRIP, Live
 from playwright.sync_api import expect
-
-from conftest import TRIP, Live
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
