@@ -142,6 +142,7 @@ class SqliteVectorStore:
         self._matrix: Any = None  # numpy float32 (n, d), rows L2-normalised
         self._max_id = 0
         self._dims = 0
+        self._stamp: tuple[Any, ...] | None = None
 
     def available(self, conn: Connection) -> str | None:
         try:
@@ -166,6 +167,7 @@ class SqliteVectorStore:
         with self._lock:
             self._ids = self._matrix = None
             self._max_id = self._dims = 0
+            self._stamp = None
 
     def add(self, conn: Connection, items: Sequence[tuple[int, Sequence[float]]]) -> None:
         if items:
@@ -198,13 +200,19 @@ class SqliteVectorStore:
     def _refresh(self, conn: Connection) -> tuple[Any, Any]:
         """The in-memory copy, brought up to date with the table.
 
-        New chunks always get larger ids, so rows past the largest id held are the new
-        ones; a count that then disagrees means some were deleted, and only then are
-        the ids read again to drop them.
+        Every write of the index stamps ``semantic_index.updated_time``; an unchanged
+        stamp means an unchanged table, so a query costs one small read. Otherwise, new
+        chunks always have larger ids, so rows past the largest id held are the new
+        ones; a chunk count that then disagrees means some were deleted, and only then
+        are the ids read again to drop them. (Chunks purged with their note in between
+        may linger in the copy; the query joins the live chunks, so they never show.)
         """
         import numpy as np
 
         with self._lock:
+            stamp = conn.execute(sa.select(index_state.c.created_time, index_state.c.updated_time)).first()
+            if stamp is not None and tuple(stamp) == self._stamp and self._ids is not None:
+                return self._ids, self._matrix
             if not _has_table(conn, VECTORS):
                 return None, None
             rows = conn.exec_driver_sql(
@@ -224,13 +232,13 @@ class SqliteVectorStore:
                 self._max_id = int(new_ids[-1])
             if self._ids is None:
                 return None, None
-            count = conn.exec_driver_sql(f"SELECT count(*) FROM {VECTORS}").scalar_one()
+            # Counted on the chunks' note index: far cheaper than the table of blobs.
+            count = conn.execute(sa.select(sa.func.count(chunks.c.note_id))).scalar_one()
             if count != len(self._ids):
-                live = np.fromiter(
-                    (r[0] for r in conn.exec_driver_sql(f"SELECT chunk_id FROM {VECTORS}")), dtype=np.int64
-                )
+                live = np.fromiter(conn.execute(sa.select(chunks.c.id)).scalars(), dtype=np.int64)
                 keep = np.isin(self._ids, live)
                 self._ids, self._matrix = self._ids[keep], self._matrix[keep]
+            self._stamp = tuple(stamp) if stamp is not None else None
             return self._ids, self._matrix
 
 

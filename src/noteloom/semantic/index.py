@@ -383,7 +383,9 @@ class SemanticIndex:
                 return  # rebuilt under our feet; the next step starts over
             for nid, updated, parts, _ in prepared:
                 self._write_note(conn, nid, updated, parts, vectors)
-            values: dict[str, Any] = {"updated_time": db.now_ms()}
+            # Strictly increasing: the in-memory vector copy takes an unchanged stamp to
+            # mean an unchanged index.
+            values: dict[str, Any] = {"updated_time": max(db.now_ms(), meta.updated_time + 1)}
             if work.new_cursor is not None and work.new_cursor > meta.feed_cursor:
                 values["feed_cursor"] = work.new_cursor
             if work.new_backfill is not None:
