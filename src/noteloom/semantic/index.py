@@ -553,28 +553,36 @@ def _hydrate(conn: Connection, found: Sequence[tuple[int, float]]) -> list[Chunk
     if not found:
         return []
     n = db.notes
-    rows = {
+    # Two lookups by key rather than one join: with a join, SQLite may start from the
+    # notes and walk every chunk of the index (80 ms at 100,000 chunks instead of 1).
+    parts = {
         r.id: r
         for r in conn.execute(
             sa.select(
                 chunks.c.id, chunks.c.note_id, chunks.c.section_path, chunks.c.heading,
                 chunks.c.heading_path, chunks.c.start_char, chunks.c.end_char, chunks.c.text,
-                n.c.title, n.c.notebook_id, n.c.updated_time,
-            )
-            .select_from(chunks.join(n, n.c.id == chunks.c.note_id))
-            .where(chunks.c.id.in_([cid for cid, _ in found]), n.c.deleted_time.is_(None))
+            ).where(chunks.c.id.in_([cid for cid, _ in found]))
         )
     }
+    notes = {
+        r.id: r
+        for r in conn.execute(
+            sa.select(n.c.id, n.c.title, n.c.notebook_id, n.c.updated_time).where(
+                n.c.id.in_({r.note_id for r in parts.values()}), n.c.deleted_time.is_(None)
+            )
+        )
+    }
+    rows = {cid: (r, notes[r.note_id]) for cid, r in parts.items() if r.note_id in notes}
     out = []
     for cid, score in found:
-        r = rows.get(cid)
-        if r is None:
+        if cid not in rows:
             continue
+        r, note = rows[cid]
         out.append(
             ChunkHit(
                 note_id=r.note_id,
-                title=r.title,
-                notebook_id=r.notebook_id,
+                title=note.title,
+                notebook_id=note.notebook_id,
                 section=r.section_path,
                 section_heading=r.heading,
                 heading_path=tuple(json.loads(r.heading_path)),
@@ -582,7 +590,7 @@ def _hydrate(conn: Connection, found: Sequence[tuple[int, float]]) -> list[Chunk
                 score=round(score, 4),
                 start=r.start_char,
                 end=r.end_char,
-                updated_time=r.updated_time,
+                updated_time=note.updated_time,
             )
         )
     return out
