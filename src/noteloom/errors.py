@@ -13,7 +13,14 @@ Every error that noteloom raises on purpose derives from ``NoteloomError``::
     ├── EmbeddingError       an embedder failed (model missing, endpoint down, bad answer)
     ├── SectionError         a section address resolves to nothing or to several headings
     ├── ImportExportError    an import or export could not be carried out
-    └── AuthError            a missing, wrong or revoked token
+    ├── AuthError            a missing, wrong or revoked token
+    ├── ToolError            (tools.py) a tool call failed in a way the model can recover from
+    │   └── ToolArgumentError    the arguments do not match the tool's schema
+    ├── UnknownTool          (tools.py) no enabled tool by that name
+    └── ProviderError        (providers/errors.py) an LLM call failed; ``.code`` is a stable
+                             ``api_*`` code, the message is meant for users
+
+The last three live beside the layer that raises them, so this module imports nothing.
 
 Domain errors know nothing of HTTP or MCP: each surface maps them once
 (an HTTP status, an MCP ``isError`` result, a line on stderr). Messages name
