@@ -80,8 +80,16 @@ def evaluate(embedder: Embedder, label: str) -> dict[str, dict[str, tuple[float,
         status = index.status()
         print(f"[{label}] indexed {status.indexed_notes} notes ({status.chunks} chunks) in {took:.1f} s")
         ranks: dict[str, dict[str, list[int | None]]] = {m: {k: [] for k in KINDS} for m in ("keyword", "semantic", "hybrid")}
+        relevant_scores: list[float] = []
+        other_scores: list[float] = []
         for q in data["queries"]:
             rel = set(q["relevant"])
+            if q["kind"] in ("paraphrase", "deep"):
+                # Cosine scores: the best chunk of the answer, and the best chunk of any other note.
+                scored = index.search(q["text"], limit=50, relevance="loose", one_per_note=True).hits
+                relevant_scores.extend(h.score for h in scored[:50] if h.note_id in rel)
+                other_scores.extend(h.score for h in scored[:1] if h.note_id not in rel)
+                other_scores.extend(h.score for h in scored[1:2] if scored[0].note_id in rel)
             try:
                 kw = [h.id for h in search_notes(ws, q["text"], limit=10)]
             except QueryError:
@@ -99,6 +107,14 @@ def evaluate(embedder: Embedder, label: str) -> dict[str, dict[str, tuple[float,
             everything.extend(rs)
         table[mode]["all"] = _metrics(everything)
     _print_table(label, table, {k: len(v) for k, v in ranks["keyword"].items()})
+    if relevant_scores and other_scores:
+        def q(v: list[float], p: float) -> float:
+            return sorted(v)[int(p * (len(v) - 1))]
+
+        print(
+            f"[{label}] cosine of the answer: p10 {q(relevant_scores, 0.1):.2f}, median {q(relevant_scores, 0.5):.2f}; "
+            f"of the best other note: median {q(other_scores, 0.5):.2f}, p90 {q(other_scores, 0.9):.2f}"
+        )
     return table
 
 
