@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-
 from typing import Any
 
 import typer
