@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 # PyTorch's CPU build; an unpinned torch would pull a multi-gigabyte CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: serve test lint bench install install-test system-deps peers clean
+.PHONY: serve test lint bench install install-test embeddings system-deps peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,12 +15,20 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -e .
 	@touch $@
 
+$(VENV)/.installed-embeddings: pyproject.toml | $(BIN)/python
+	$(PIP) install $(TORCH)
+	$(PIP) install -e '.[embeddings]'
+	@touch $@ $(VENV)/.installed
+
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(PIP) install $(TORCH)
 	$(PIP) install -e '.[embeddings,test]'
-	@touch $@ $(VENV)/.installed
+	@touch $@ $(VENV)/.installed $(VENV)/.installed-embeddings
 
 install: $(VENV)/.installed
+
+## Semantic search: the local embedding model and its runtime (PyTorch, CPU build).
+embeddings: $(VENV)/.installed-embeddings
 
 install-test: $(VENV)/.installed-test
 
