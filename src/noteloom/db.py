@@ -1,7 +1,9 @@
 """The database: engine, schema and migrations. Nothing above this module sees SQL dialects.
 
 SQLite (WAL, busy timeout, foreign keys on) by default; PostgreSQL by URL
-(``postgresql+psycopg://…``). The schema is SQLAlchemy Core tables; Alembic
+(``postgresql+psycopg://…``). On SQLite every connection loads the sqlite-vec
+extension when it can; when the standard ``sqlite3`` module cannot load extensions
+(many Python builds), the engine runs on ``pysqlite3`` instead, if installed. The schema is SQLAlchemy Core tables; Alembic
 migrations in ``noteloom/migrations`` are applied when the app starts.
 """
 
@@ -187,6 +189,7 @@ def create_db_engine(url: str) -> Engine:
             connect_args={"timeout": 30, "check_same_thread": False},
             pool_size=8,
             max_overflow=8,
+            **_sqlite_module(),
         )
 
         @event.listens_for(engine, "connect")
@@ -201,6 +204,7 @@ def create_db_engine(url: str) -> Engine:
             cur.close()
             # The keyword index triggers (migration 0002) call it on every write to a note.
             dbapi_conn.create_function(INDEX_TEXT_SQL, 1, index_text, deterministic=True)
+            _load_sqlite_vec(dbapi_conn)
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Any) -> None:
@@ -210,6 +214,46 @@ def create_db_engine(url: str) -> Engine:
     if url.startswith("postgresql"):
         return sa.create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
     raise StorageError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql+psycopg://…")
+
+
+def _sqlite_module() -> dict[str, Any]:
+    """``create_engine`` arguments for the DB-API module: the standard ``sqlite3`` when it
+    can load extensions (sqlite-vec), else ``pysqlite3`` when installed, else ``sqlite3``."""
+    import sqlite3
+
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return {}
+    try:
+        from pysqlite3 import dbapi2  # type: ignore[import-untyped, import-not-found, unused-ignore]
+    except ImportError:
+        return {}
+    return {"module": dbapi2}
+
+
+def _load_sqlite_vec(dbapi_conn: Any) -> None:
+    """Load sqlite-vec into a new connection when the module and the driver allow it."""
+    try:
+        import sqlite_vec  # type: ignore[import-untyped, unused-ignore]
+
+        dbapi_conn.enable_load_extension(True)
+        try:
+            sqlite_vec.load(dbapi_conn)
+        finally:
+            dbapi_conn.enable_load_extension(False)
+    except Exception:  # without it, vectors are searched in memory instead
+        return
+
+
+def sqlite_vec_available(engine: Engine) -> bool:
+    """Whether ``engine``'s connections have the sqlite-vec extension loaded."""
+    if not is_sqlite(engine):
+        return False
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT vec_version()").scalar()
+    except sa.exc.DBAPIError:
+        return False
+    return True
 
 
 def migrate(engine: Engine) -> None:
