@@ -8,11 +8,18 @@ created when the index is built, since its shape depends on the model:
 
 - PostgreSQL: a ``vector(D)`` column of the pgvector extension with an HNSW
   index; the query is one ``ORDER BY embedding <=> q`` with the filters joined in.
-- SQLite: float32 blobs, searched exactly in memory. The vectors are read once
-  per process and then kept current from the rows written since (chunk ids only
-  grow), so a query is one matrix-vector product: ~7 ms for 100,000 chunks of
-  384 dimensions here. (The sqlite-vec extension needs a ``sqlite3`` module that
-  can load extensions, which the Python builds noteloom runs on often lack.)
+- SQLite with the sqlite-vec extension loaded (``noteloom.db`` loads it): a
+  ``vec0`` virtual table with cosine distance, searched exactly (brute force) by
+  one ``MATCH … AND k = ?`` query, restricted to the filtered chunk ids by a
+  ``chunk_id IN (…)`` constraint. A virtual table has no foreign keys, so the
+  vectors of deleted chunks are removed explicitly (``remove``, ``prune``).
+- SQLite without sqlite-vec (a ``sqlite3`` module that cannot load extensions,
+  and no ``pysqlite3``): float32 blobs, searched exactly in memory with numpy.
+  The vectors are read once per process and then kept current from the rows
+  written since (chunk ids only grow), so a query is one matrix-vector product.
+
+An index built by one SQLite backend is converted in place when the other one
+opens it (``holds``/``convert``), so no vector is embedded twice.
 
 Every function takes the caller's connection, so writes compose with the
 index's own transactions.
@@ -24,7 +31,7 @@ import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -33,6 +40,7 @@ from noteloom import db
 from noteloom.errors import StorageError
 
 __all__ = [
+    "Backend",
     "IndexMeta",
     "VectorStore",
     "chunks",
@@ -74,6 +82,12 @@ chunks = sa.Table(
 
 VECTORS = "semantic_vectors"
 
+#: Where the vectors are kept and searched.
+Backend = Literal["sqlite-vec", "numpy", "pgvector"]
+
+#: The most neighbours one sqlite-vec KNN query returns.
+SQLITE_VEC_MAX_K = 4096
+
 
 @dataclass(frozen=True)
 class IndexMeta:
@@ -101,6 +115,8 @@ def read_meta(conn: Connection) -> IndexMeta | None:
 class VectorStore(Protocol):
     """The vectors of the chunks, on one database engine."""
 
+    backend: Backend
+
     def available(self, conn: Connection) -> str | None:
         """``None`` when vectors can be stored here, or why not (and what to do)."""
 
@@ -110,8 +126,20 @@ class VectorStore(Protocol):
     def drop(self, conn: Connection) -> None:
         """Remove the vector table, if any."""
 
+    def holds(self, conn: Connection) -> bool:
+        """Whether the vector table, if any, is in this store's form."""
+
+    def convert(self, conn: Connection, dimensions: int) -> None:
+        """Rewrite the vector table in this store's form, keeping every vector."""
+
     def add(self, conn: Connection, items: Sequence[tuple[int, Sequence[float]]]) -> None:
         """Store the vectors of new chunks (chunk id, vector)."""
+
+    def remove(self, conn: Connection, ids: Sequence[int]) -> None:
+        """Forget the vectors of chunks just deleted."""
+
+    def prune(self, conn: Connection) -> None:
+        """Forget the vectors of chunks deleted behind the index's back (a purged note)."""
 
     def nearest(
         self, conn: Connection, query: Sequence[float], k: int, candidates: sa.Select[Any] | None = None
@@ -125,7 +153,7 @@ def vector_store(engine: Engine) -> VectorStore:
     if engine.dialect.name == "postgresql":
         return PgVectorStore()
     if engine.dialect.name == "sqlite":
-        return SqliteVectorStore()
+        return SqliteVecStore() if db.sqlite_vec_available(engine) else NumpyVectorStore()
     raise StorageError(f"no vector store for the {engine.dialect.name!r} database")
 
 
@@ -133,8 +161,91 @@ def _f32(vector: Sequence[float]) -> bytes:
     return array("f", vector).tobytes()
 
 
-class SqliteVectorStore:
+def _table_sql(conn: Connection, name: str) -> str | None:
+    """The ``CREATE`` statement of table ``name`` on SQLite, ``None`` when there is none."""
+    sql = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).scalar()
+    return None if sql is None else str(sql)
+
+
+def _is_vec0(sql: str | None) -> bool:
+    return sql is not None and "vec0" in sql.lower()
+
+
+class SqliteVecStore:
+    """A sqlite-vec ``vec0`` virtual table, searched exactly with cosine distance."""
+
+    backend: Backend = "sqlite-vec"
+
+    def available(self, conn: Connection) -> str | None:
+        return None
+
+    def create(self, conn: Connection, dimensions: int) -> None:
+        self.drop(conn)
+        conn.exec_driver_sql(
+            f"CREATE VIRTUAL TABLE {VECTORS} USING vec0("
+            f"chunk_id INTEGER PRIMARY KEY, embedding float[{int(dimensions)}] distance_metric=cosine)"
+        )
+
+    def drop(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VECTORS}")
+
+    def holds(self, conn: Connection) -> bool:
+        return _is_vec0(_table_sql(conn, VECTORS))
+
+    def convert(self, conn: Connection, dimensions: int) -> None:
+        old = f"{VECTORS}_blobs"
+        had = _table_sql(conn, VECTORS) is not None
+        if had:
+            conn.exec_driver_sql(f"ALTER TABLE {VECTORS} RENAME TO {old}")
+        self.create(conn, dimensions)
+        if had:
+            conn.exec_driver_sql(
+                f"INSERT INTO {VECTORS} (chunk_id, embedding) SELECT chunk_id, embedding FROM {old} "
+                f"WHERE length(embedding) = ? AND chunk_id IN (SELECT id FROM semantic_chunks)",
+                (4 * int(dimensions),),
+            )
+            conn.exec_driver_sql(f"DROP TABLE {old}")
+
+    def add(self, conn: Connection, items: Sequence[tuple[int, Sequence[float]]]) -> None:
+        if items:
+            conn.exec_driver_sql(
+                f"INSERT INTO {VECTORS} (chunk_id, embedding) VALUES (?, ?)",
+                [(cid, _f32(vec)) for cid, vec in items],
+            )
+
+    def remove(self, conn: Connection, ids: Sequence[int]) -> None:
+        if ids:
+            marks = ", ".join("?" * len(ids))
+            conn.exec_driver_sql(f"DELETE FROM {VECTORS} WHERE chunk_id IN ({marks})", tuple(ids))
+
+    def prune(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"DELETE FROM {VECTORS} WHERE chunk_id NOT IN (SELECT id FROM semantic_chunks)")
+
+    def nearest(
+        self, conn: Connection, query: Sequence[float], k: int, candidates: sa.Select[Any] | None = None
+    ) -> list[tuple[int, float]]:
+        k = min(k, SQLITE_VEC_MAX_K)
+        meta = read_meta(conn)
+        if k <= 0 or meta is None or len(query) != meta.dimensions or not any(query):
+            return []
+        if not self.holds(conn):
+            return []
+        v = sa.table(VECTORS, sa.column("chunk_id"), sa.column("embedding"), sa.column("distance"), sa.column("k"))
+        q = (
+            sa.select(v.c.chunk_id, v.c.distance)
+            .where(v.c.embedding.op("MATCH")(sa.bindparam("q", type_=sa.LargeBinary)), v.c.k == k)
+            .order_by(v.c.distance)
+        )
+        if candidates is not None:
+            q = q.where(v.c.chunk_id.in_(candidates.scalar_subquery()))
+        rows = conn.execute(q, {"q": _f32(query)}).all()
+        return [(int(r.chunk_id), 1.0 - float(r.distance)) for r in rows if r.distance is not None]
+
+
+class NumpyVectorStore:
     """Float32 blobs in SQLite, searched exactly with one matrix-vector product in memory."""
+
+    backend: Backend = "numpy"
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -149,6 +260,12 @@ class SqliteVectorStore:
             import numpy  # noqa: F401
         except ImportError:
             return "semantic search on SQLite needs numpy; install noteloom's `embeddings` extra"
+        if _is_vec0(_table_sql(conn, VECTORS)):
+            return (
+                "the semantic index was built with the sqlite-vec extension, which cannot be loaded here; "
+                "install noteloom's `embeddings` extra (sqlite-vec, and pysqlite3-binary where the Python "
+                "sqlite3 module cannot load extensions)"
+            )
         return None
 
     def create(self, conn: Connection, dimensions: int) -> None:
@@ -169,12 +286,24 @@ class SqliteVectorStore:
             self._max_id = self._dims = 0
             self._stamp = None
 
+    def holds(self, conn: Connection) -> bool:
+        return not _is_vec0(_table_sql(conn, VECTORS))
+
+    def convert(self, conn: Connection, dimensions: int) -> None:
+        raise StorageError(self.available(conn) or "the vector table cannot be converted")
+
     def add(self, conn: Connection, items: Sequence[tuple[int, Sequence[float]]]) -> None:
         if items:
             conn.exec_driver_sql(
                 f"INSERT INTO {VECTORS} (chunk_id, embedding) VALUES (?, ?)",
                 [(cid, _f32(vec)) for cid, vec in items],
             )
+
+    def remove(self, conn: Connection, ids: Sequence[int]) -> None:
+        pass  # the foreign key's ON DELETE CASCADE did it
+
+    def prune(self, conn: Connection) -> None:
+        pass  # likewise
 
     def nearest(
         self, conn: Connection, query: Sequence[float], k: int, candidates: sa.Select[Any] | None = None
@@ -249,6 +378,8 @@ def _has_table(conn: Connection, name: str) -> bool:
 class PgVectorStore:
     """A pgvector ``vector(D)`` column with an HNSW index for cosine distance."""
 
+    backend: Backend = "pgvector"
+
     def __init__(self) -> None:
         self._iterative: bool | None = None
 
@@ -279,6 +410,18 @@ class PgVectorStore:
 
     def drop(self, conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VECTORS}")
+
+    def holds(self, conn: Connection) -> bool:
+        return True
+
+    def convert(self, conn: Connection, dimensions: int) -> None:
+        pass
+
+    def remove(self, conn: Connection, ids: Sequence[int]) -> None:
+        pass  # the foreign key's ON DELETE CASCADE did it
+
+    def prune(self, conn: Connection) -> None:
+        pass  # likewise
 
     def add(self, conn: Connection, items: Sequence[tuple[int, Sequence[float]]]) -> None:
         if items:

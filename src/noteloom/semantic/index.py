@@ -25,7 +25,15 @@ from noteloom import db
 from noteloom.chunks import Chunk, ChunkSpec, chunk_note
 from noteloom.embedders import Embedder
 from noteloom.errors import InvalidInput, NoteloomError
-from noteloom.vectors import IndexMeta, VectorStore, chunks, index_state, read_meta, vector_store
+from noteloom.vectors import (
+    Backend,
+    IndexMeta,
+    VectorStore,
+    chunks,
+    index_state,
+    read_meta,
+    vector_store,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +65,8 @@ class IndexStatus:
     chunks: int
     error: str | None = None
     updated_time: int | None = None
+    #: Where the vectors are kept and searched: sqlite-vec, numpy (in memory) or pgvector.
+    backend: Backend = "numpy"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,6 +179,7 @@ class SemanticIndex:
             chunks=int(n_chunks) if current else 0,
             error=self._error,
             updated_time=meta.updated_time if current and meta else None,
+            backend=self.store.backend,
         )
 
     def is_built(self) -> bool:
@@ -232,6 +243,15 @@ class SemanticIndex:
         with db.read_tx(self.engine) as conn:
             meta = read_meta(conn)
         if meta is not None and meta.model == self.model:
+            with db.read_tx(self.engine) as conn:
+                held = self.store.holds(conn)
+            if not held:
+                # Built by the other SQLite backend (sqlite-vec came or went): keep the vectors.
+                with db.write_tx(self.engine) as conn:
+                    if not self.store.holds(conn):
+                        log.info("moving the semantic index's vectors to %s", self.store.backend)
+                        self.store.convert(conn, meta.dimensions)
+                        conn.execute(index_state.update().values(updated_time=db.now_ms()))
             if meta.chunker != self.spec.key:
                 # Same vectors, other cuts: walk every note again; unchanged chunks keep theirs.
                 with db.write_tx(self.engine) as conn:
@@ -438,6 +458,9 @@ class SemanticIndex:
         stale = [cid for ids in have.values() for cid in ids]
         if stale:
             conn.execute(chunks.delete().where(chunks.c.id.in_(stale)))
+            self.store.remove(conn, stale)
+        if row is None:
+            self.store.prune(conn)  # purged: its chunks went with it, their vectors may not have
         for cid, c in keep:
             conn.execute(chunks.update().where(chunks.c.id == cid).values(**_chunk_values(c)))
         added: list[tuple[int, list[float]]] = []
