@@ -92,20 +92,17 @@ def sample_inputs(notes: int, count: int, seed: int = 1) -> tuple[list[str], lis
 
 def serve(home: Path) -> None:
     """Child-process entry: serve ``home`` on a free loopback port, print where and the token."""
-    import socket
 
     import uvicorn
 
     from noteloom.app import access_token, open_app
     from noteloom.config import load_settings
     from noteloom.web.app import create_web_app
+    from noteloom.web.listen import listen_socket
 
     app = open_app(load_settings({"NOTELOOM_HOME": str(home)}))
     token = access_token(app)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(2048)  # connections queue from now on, before uvicorn is up
+    sock = listen_socket("127.0.0.1", 0)  # connections queue from now on, before uvicorn is up
     print(f"LISTENING {sock.getsockname()[1]} {token}", flush=True)
     config = uvicorn.Config(create_web_app(app), log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

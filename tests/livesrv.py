@@ -31,6 +31,7 @@ import uvicorn
 
 from noteloom.app import App, access_token
 from noteloom.web.app import create_web_app
+from noteloom.web.listen import listen_socket
 
 START_TIMEOUT = 30.0
 
@@ -52,12 +53,8 @@ class LiveServer:
 
 
 def bound_socket(host: str = "127.0.0.1") -> socket.socket:
-    """A listening-ready TCP socket on a free port of ``host``."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    sock.set_inheritable(True)
-    return sock
+    """A listening TCP socket on a free port of ``host``, made as ``noteloom serve`` makes it."""
+    return listen_socket(host, 0)
 
 
 def _config(asgi: Any, **kwargs: Any) -> uvicorn.Config:

@@ -91,3 +91,44 @@ async def test_attachments_are_served_only_with_the_token(app: App) -> None:
     r = await _get(app, f"/attachments/{att.id}", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200 and r.content == b"hello"
     assert r.headers["content-security-policy"] == "sandbox"
+
+
+@pytest.mark.anyio
+async def test_served_connections_send_without_waiting_for_acks() -> None:
+    """Accepted connections have TCP_NODELAY, so a response written as head + body is not
+    held back ~40 ms by the peer's delayed ACK."""
+    import asyncio
+    import socket
+
+    from noteloom.web.listen import listen_socket
+
+    seen: list[int] = []
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    sock = listen_socket("127.0.0.1", 0)
+    server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+    async with server:
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        for _ in range(200):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+    assert seen and seen[0] != 0
+
+
+def test_a_port_in_use_is_a_clear_error() -> None:
+    from noteloom.errors import ConfigError
+    from noteloom.web.listen import listen_socket
+
+    first = listen_socket("127.0.0.1", 0)
+    try:
+        with pytest.raises(ConfigError, match="in use"):
+            listen_socket("127.0.0.1", first.getsockname()[1])
+    finally:
+        first.close()

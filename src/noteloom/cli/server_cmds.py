@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import typer
 
 from noteloom.app import access_token
-from noteloom.cli.common import HOME_OPTION, fail, opened
+from noteloom.cli.common import HOME_OPTION, opened
 
 
 def register(app: typer.Typer) -> None:
@@ -44,35 +43,26 @@ def register(app: typer.Typer) -> None:
         from noteloom.config import load_settings
         from noteloom.semantic import index_worker
         from noteloom.web.app import create_web_app
+        from noteloom.web.listen import listen_socket
 
         with opened(home) as a:
             settings = load_settings(data_dir=home, host=host, port=port)
             token = access_token(a)
-            if not _port_free(settings.host, settings.port):
-                fail(f"port {settings.port} on {settings.host} is in use; pick another with --port")
-            shown = "localhost" if settings.host in ("127.0.0.1", "::1") else settings.host
-            base = f"http://{shown}:{settings.port}"
+            sock = listen_socket(settings.host, settings.port)
+            bound_port = sock.getsockname()[1]
+            shown = "localhost" if settings.host in ("127.0.0.1", "::1", "localhost") else settings.host
+            base = f"http://{shown}:{bound_port}"
             typer.echo(f"noteloom is serving the workspace in {a.settings.data_dir}")
             typer.echo(f"  web:   {base}/?token={token}")
             typer.echo(f"  mcp:   {base}/mcp")
             typer.echo(f"  token: {token}")
-            uvicorn.run(
-                create_web_app(a, lifespans=[index_worker, chat_lifespan]), host=settings.host, port=settings.port,
+            config = uvicorn.Config(
+                create_web_app(a, lifespans=[index_worker, chat_lifespan]),
                 log_level="warning",
                 timeout_graceful_shutdown=5,
             )
-
-
-def _port_free(host: str, port: int) -> bool:
-    if port == 0:
-        return True
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+            with sock:
+                uvicorn.Server(config).run(sockets=[sock])
 
 
 def _safe_url(url: str) -> str:
