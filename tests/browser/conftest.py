@@ -146,3 +146,16 @@ def page(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[A
         pg.screenshot(path=str(ARTIFACTS / f"chat-{request.node.name}.png"))
         context.close()
     assert not problems, problems
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """A failing page test shows the end of the server's log beside the assertion."""
+    report = yield
+    live = getattr(item, "funcargs", {}).get("live")
+    if report.failed and live is not None:
+        log_file = Path(live.home) / "server.log"
+        if log_file.exists():
+            tail = log_file.read_text(encoding="utf-8", errors="replace")[-6000:]
+            report.sections.append(("noteloom serve log (end)", tail))
+    return report
