@@ -292,5 +292,26 @@ def read_tx(engine: Engine) -> Iterator[Connection]:
         yield conn
 
 
+@contextmanager
+def writing(engine: Engine, conn: Connection | None) -> Iterator[Connection]:
+    """The caller's transaction when it passes one (``conn=``), else a new write transaction:
+    how domain and service methods compose into one atomic operation."""
+    if conn is not None:
+        yield conn
+    else:
+        with write_tx(engine) as c:
+            yield c
+
+
+@contextmanager
+def reading(engine: Engine, conn: Connection | None) -> Iterator[Connection]:
+    """The caller's transaction when it passes one, else a new read transaction."""
+    if conn is not None:
+        yield conn
+    else:
+        with read_tx(engine) as c:
+            yield c
+
+
 def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"

@@ -15,7 +15,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -169,21 +169,11 @@ class Workspace:
         with db.read_tx(self.engine) as conn:
             yield conn
 
-    @contextmanager
-    def _w(self, conn: Connection | None) -> Iterator[Connection]:
-        if conn is not None:
-            yield conn
-        else:
-            with self.write() as c:
-                yield c
+    def _w(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.writing(self.engine, conn)
 
-    @contextmanager
-    def _r(self, conn: Connection | None) -> Iterator[Connection]:
-        if conn is not None:
-            yield conn
-        else:
-            with self.read() as c:
-                yield c
+    def _r(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.reading(self.engine, conn)
 
     # -- notebooks ----------------------------------------------------------------------
 

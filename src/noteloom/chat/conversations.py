@@ -7,8 +7,7 @@ missing. Blocking (database) calls; async callers run them in a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from decimal import Decimal
 from typing import Any
@@ -73,21 +72,11 @@ class Conversations:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    @contextmanager
-    def _w(self, conn: Connection | None) -> Iterator[Connection]:
-        if conn is not None:
-            yield conn
-        else:
-            with db.write_tx(self.engine) as c:
-                yield c
+    def _w(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.writing(self.engine, conn)
 
-    @contextmanager
-    def _r(self, conn: Connection | None) -> Iterator[Connection]:
-        if conn is not None:
-            yield conn
-        else:
-            with db.read_tx(self.engine) as c:
-                yield c
+    def _r(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.reading(self.engine, conn)
 
     def create(
         self, user_id: str, *, title: str = "", controls: Controls | None = None, conn: Connection | None = None

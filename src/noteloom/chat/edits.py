@@ -5,8 +5,7 @@ text they replace is still there. Blocking calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import sqlalchemy as sa
@@ -41,21 +40,11 @@ class Edits:
         self.workspace = workspace
         self.engine = workspace.engine
 
-    @contextmanager
-    def _w(self, conn: Connection | None) -> Iterator[Connection]:
-        if conn is not None:
-            yield conn
-        else:
-            with db.write_tx(self.engine) as c:
-                yield c
+    def _w(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.writing(self.engine, conn)
 
-    @contextmanager
-    def _r(self, conn: Connection | None) -> Iterator[Connection]:
-        if conn is not None:
-            yield conn
-        else:
-            with db.read_tx(self.engine) as c:
-                yield c
+    def _r(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.reading(self.engine, conn)
 
     def propose(
         self,

@@ -9,8 +9,8 @@ commands print; they are shown, never sent to a model. Blocking calls.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any, Literal, cast
 
@@ -89,21 +89,11 @@ class Transcript:
         self.engine = engine
         self.conversations = conversations
 
-    @contextmanager
-    def _w(self, conn: Connection | None) -> Iterator[Connection]:
-        if conn is not None:
-            yield conn
-        else:
-            with db.write_tx(self.engine) as c:
-                yield c
+    def _w(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.writing(self.engine, conn)
 
-    @contextmanager
-    def _r(self, conn: Connection | None) -> Iterator[Connection]:
-        if conn is not None:
-            yield conn
-        else:
-            with db.read_tx(self.engine) as c:
-                yield c
+    def _r(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.reading(self.engine, conn)
 
     # -- reading ----------------------------------------------------------------------
 
