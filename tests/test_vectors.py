@@ -77,12 +77,15 @@ def _random_chunks(app: App, n: int) -> tuple[list[int], list[list[float]], list
 
 
 def _rankings(app: App, store: VectorStore, ids: list[int], vecs: list[list[float]], queries: list[list[float]],
-              candidates: sa.Select[Any] | None) -> list[list[tuple[int, float]]]:
+              candidates: sa.Select[Any] | None, *, knn: bool = False) -> list[list[tuple[int, float]]]:
     with db.write_tx(app.engine) as c:
         store.create(c, DIMS)
         store.add(c, list(zip(ids, vecs, strict=True)))
         c.execute(index_state.update().values(updated_time=db.now_ms()))
     with db.read_tx(app.engine) as c:
+        if knn:  # sqlite-vec's own k-NN, which the in-memory mirror stands in for
+            assert isinstance(store, SqliteVecStore)
+            return [store._knn(c, q, 10, candidates) for q in queries]
         return [store.nearest(c, q, 10, candidates) for q in queries]
 
 
@@ -97,14 +100,36 @@ def test_sqlite_vec_ranks_like_the_numpy_backend(vec_app: App, filtered: bool) -
     rng = random.Random(11)
     queries = [[rng.gauss(0, 1) for _ in range(DIMS)] for _ in range(20)]
     candidates = sa.select(chunks.c.id).where(chunks.c.note_id.in_(note_ids[:2])) if filtered else None
+    by_knn = _rankings(vec_app, SqliteVecStore(), ids, vecs, queries, candidates, knn=True)
     by_vec = _rankings(vec_app, SqliteVecStore(), ids, vecs, queries, candidates)
     by_numpy = _rankings(vec_app, NumpyVectorStore(), ids, vecs, queries, candidates)
     allowed = {i for n, i in enumerate(ids) if n % 5 < 2} if filtered else set(ids)
-    for a, b in zip(by_vec, by_numpy, strict=True):
+    for a, b, c in zip(by_knn, by_vec, by_numpy, strict=True):
         assert len(a) == 10
-        assert [cid for cid, _ in a] == [cid for cid, _ in b]
+        assert [cid for cid, _ in a] == [cid for cid, _ in b] == [cid for cid, _ in c]
         assert {cid for cid, _ in a} <= allowed
         assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-5)
+        assert [s for _, s in b] == pytest.approx([s for _, s in c], abs=1e-5)
+
+
+def test_the_mirror_of_the_sqlite_vec_table_follows_adds_and_deletes(vec_app: App) -> None:
+    ids, vecs, _ = _random_chunks(vec_app, 40)
+    store = SqliteVecStore()
+    with db.write_tx(vec_app.engine) as c:
+        store.create(c, DIMS)
+        store.add(c, list(zip(ids[:30], vecs[:30], strict=True)))
+        c.execute(index_state.update().values(updated_time=1))
+    with db.read_tx(vec_app.engine) as c:
+        assert store.nearest(c, vecs[35], 1)[0][0] != ids[35]
+        assert store.nearest(c, vecs[5], 1)[0][0] == ids[5]
+    with db.write_tx(vec_app.engine) as c:
+        store.add(c, list(zip(ids[30:], vecs[30:], strict=True)))
+        c.execute(chunks.delete().where(chunks.c.id == ids[5]))
+        store.remove(c, [ids[5]])
+        c.execute(index_state.update().values(updated_time=2))
+    with db.read_tx(vec_app.engine) as c:
+        assert store.nearest(c, vecs[35], 1)[0][0] == ids[35]
+        assert ids[5] not in {cid for cid, _ in store.nearest(c, vecs[5], 40)}
 
 
 def _vector_rows(app: App) -> int:
