@@ -8,11 +8,8 @@ mid-operation leaves the workspace as it was before the operation.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import mimetypes
 import re
-import secrets
 import shutil
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -24,8 +21,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from noteloom import db
+from noteloom.accounts import Accounts
+from noteloom.accounts import User as User  # re-exported: part of the workspace API
 from noteloom.db import new_id, now_ms
-from noteloom.errors import AuthError, Conflict, InvalidInput, NotFound
+from noteloom.errors import Conflict, InvalidInput, NotFound
 
 ChangeKind = Literal["create", "update", "delete", "restore", "purge"]
 _ID_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -110,13 +109,6 @@ class TrashItem:
     deleted_time: int
 
 
-@dataclass(frozen=True)
-class User:
-    id: str
-    name: str
-    is_owner: bool
-
-
 def check_id(value: str, what: str = "id") -> str:
     if not isinstance(value, str) or not _ID_RE.match(value):
         raise InvalidInput(f"{what} {value!r} is not a noteloom id (32 lowercase hex characters)")
@@ -148,7 +140,7 @@ def record_change(conn: Connection, note_ids: Iterable[str], kind: ChangeKind) -
         conn.execute(db.note_changes.insert(), rows)
 
 
-class Workspace:
+class Workspace(Accounts):
     """Notes, notebooks, tags, trash, revisions, attachments, users and run-time settings."""
 
     def __init__(self, engine: Engine, data_dir: Path) -> None:
@@ -962,83 +954,12 @@ class Workspace:
                 raise NotFound(f"no attachment {attachment_id!r}")
             return Attachment(r.id, r.note_id, r.title, r.filename, r.mime, r.size, r.created_time, r.updated_time)
 
-    # -- users and tokens ---------------------------------------------------------------
-
-    def owner(self, *, conn: Connection | None = None) -> User | None:
-        with self._r(conn) as c:
-            r = c.execute(sa.select(db.users).where(db.users.c.is_owner.is_(True)).limit(1)).first()
-            return User(r.id, r.name, True) if r else None
-
-    def ensure_owner(self, name: str = "owner", *, conn: Connection | None = None) -> User:
-        with self._w(conn) as c:
-            existing = self.owner(conn=c)
-            if existing is not None:
-                return existing
-            uid = new_id()
-            c.execute(db.users.insert(), {"id": uid, "name": name, "is_owner": True, "created_time": now_ms()})
-            return User(uid, name, True)
-
-    def create_token(self, user_id: str, *, revoke_others: bool = False, conn: Connection | None = None) -> str:
-        """A new API token for ``user_id``; only its hash is stored."""
-        token = "nl_" + secrets.token_urlsafe(32)
-        with self._w(conn) as c:
-            if revoke_others:
-                c.execute(
-                    db.api_tokens.update()
-                    .where(db.api_tokens.c.user_id == user_id, db.api_tokens.c.revoked_time.is_(None))
-                    .values(revoked_time=now_ms())
-                )
-            c.execute(
-                db.api_tokens.insert(),
-                {"id": new_id(), "user_id": user_id, "token_hash": _hash_token(token), "created_time": now_ms()},
-            )
-        return token
-
-    def verify_token(self, token: str | None) -> User:
-        """The user a live token belongs to; ``AuthError`` otherwise."""
-        if not token:
-            raise AuthError("a token is required: send `Authorization: Bearer TOKEN` (`noteloom token` prints one)")
-        with self.read() as c:
-            r = c.execute(
-                sa.select(db.users)
-                .select_from(db.api_tokens.join(db.users, db.users.c.id == db.api_tokens.c.user_id))
-                .where(db.api_tokens.c.token_hash == _hash_token(token), db.api_tokens.c.revoked_time.is_(None))
-            ).first()
-        if r is None:
-            raise AuthError("the token is wrong or revoked (`noteloom token` prints a valid one)")
-        return User(r.id, r.name, bool(r.is_owner))
-
-    # -- run-time settings --------------------------------------------------------------
-
-    def get_setting(self, key: str, default: Any = None, *, conn: Connection | None = None) -> Any:
-        with self._r(conn) as c:
-            v = c.execute(sa.select(db.settings.c.value).where(db.settings.c.key == key)).scalar()
-        return default if v is None else json.loads(v)
-
-    def settings_with_prefix(self, prefix: str, *, conn: Connection | None = None) -> dict[str, Any]:
-        with self._r(conn) as c:
-            rows = c.execute(sa.select(db.settings).where(db.settings.c.key.startswith(prefix))).all()
-        return {r.key: json.loads(r.value) for r in rows}
-
-    def set_setting(self, key: str, value: Any, *, conn: Connection | None = None) -> None:
-        data = json.dumps(value)
-        with self._w(conn) as c:
-            res = c.execute(db.settings.update().where(db.settings.c.key == key).values(value=data))
-            if not res.rowcount:
-                c.execute(db.settings.insert(), {"key": key, "value": data})
-
-    def delete_setting(self, key: str, *, conn: Connection | None = None) -> None:
-        with self._w(conn) as c:
-            c.execute(db.settings.delete().where(db.settings.c.key == key))
-
-
-def _hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
 
 def _clean_title(title: str, what: str) -> str:
     if not isinstance(title, str):
         raise InvalidInput(f"{what} must be text")
+    if "\x00" in title:
+        raise InvalidInput(f"{what} contains a NUL character")
     cleaned = " ".join(title.split())
     if not cleaned:
         raise InvalidInput(f"{what} must not be empty")
