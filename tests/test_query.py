@@ -269,3 +269,10 @@ def test_any_text_either_parses_or_raises_query_error(text: str) -> None:
     for term in q.terms:
         assert term.tokens
         assert all(tok.text and all(ch.isalnum() for ch in tok.text) for tok in term.tokens)
+
+
+def test_control_characters_in_a_query_separate_words() -> None:
+    from noteloom.query import parse_query
+
+    words = [t.text for t in parse_query("basil\x00pesto").terms]
+    assert len(words) == 2 and words == [t.text for t in parse_query("basil pesto").terms]

@@ -165,6 +165,10 @@ def test_ids_and_values_are_validated(any_ws: Workspace) -> None:
         any_ws.create_notebook("   ")
     with pytest.raises(InvalidInput, match="NUL"):
         any_ws.create_note("x", "a\x00b")
+    with pytest.raises(InvalidInput, match="NUL"):
+        any_ws.create_note("x", "", tags=["a\x00b"])
+    with pytest.raises(InvalidInput, match="NUL"):
+        any_ws.create_notebook("a\x00b")
     note = any_ws.create_note("x", "", id="ab" * 16)
     with pytest.raises(Conflict, match="exists already"):
         any_ws.create_note("y", "", id=note.id)

@@ -188,11 +188,15 @@ class _Item:
     raw: str
 
 
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def parse_query(text: str, *, now_ms: int | None = None, tz: tzinfo | None = None) -> Query:
     """Parse ``text``; relative dates count back from ``now_ms`` in ``tz`` (local time by default)."""
     if not isinstance(text, str):
         raise QueryError("the query must be text")
-    items = _lex(unicodedata.normalize("NFC", text))
+    # Control characters (NUL above all, which PostgreSQL refuses in text) separate words.
+    items = _lex(unicodedata.normalize("NFC", _CONTROL_CHARS.sub(" ", text)))
     if len(items) > MAX_ITEMS:
         raise QueryError(
             f"the query has {len(items)} words and filters; use at most {MAX_ITEMS} "
