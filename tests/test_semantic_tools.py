@@ -216,6 +216,7 @@ def test_noteloom_index_builds_and_index_status_reports(tmp_path: Path, monkeypa
     assert "1 notes, 1 chunks" in built.output
     after = runner.invoke(cli, ["index", "status", "--home", str(home)])
     assert "state:       idle" in after.output and "384" in after.output
+    assert "vectors:     sqlite-vec" in after.output
     again = runner.invoke(cli, ["index", "--rebuild", "--home", str(home)])
     assert again.exit_code == 0 and "indexed 1 notes" in again.output
 

@@ -90,6 +90,7 @@ def index_status(as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -
 def _print_status(s: IndexStatus) -> None:
     typer.echo(f"model:       {s.model}")
     typer.echo(f"dimensions:  {s.dimensions if s.dimensions is not None else '-'}")
+    typer.echo(f"vectors:     {s.backend}")
     typer.echo(f"state:       {s.state}")
     typer.echo(f"notes:       {s.indexed_notes} indexed, {s.pending_notes} pending")
     typer.echo(f"chunks:      {s.chunks}")
