@@ -90,7 +90,7 @@ def sample_inputs(notes: int, count: int, seed: int = 1) -> tuple[list[str], lis
 # -- the server -------------------------------------------------------------------------------
 
 
-def serve(home: Path) -> None:
+def serve(home: Path, workers: int = 1) -> None:
     """Child-process entry: serve ``home`` on a free loopback port, print where and the token."""
 
     import uvicorn
@@ -104,6 +104,19 @@ def serve(home: Path) -> None:
     token = access_token(app)
     sock = listen_socket("127.0.0.1", 0)  # connections queue from now on, before uvicorn is up
     print(f"LISTENING {sock.getsockname()[1]} {token}", flush=True)
+    if workers > 1:
+        # As `noteloom serve --workers N` runs: each process opens the workspace itself.
+        from uvicorn.supervisors import Multiprocess
+
+        app.close()
+        # The MCP path is measured, not background indexing of 100,000 notes.
+        (home / "noteloom.toml").write_text("[embeddings]\nenabled = false\n", encoding="utf-8")
+        os.environ["NOTELOOM_HOME"] = str(home)
+        config = uvicorn.Config(
+            "noteloom.web.app:served_app", factory=True, workers=workers, log_level="warning", access_log=False
+        )
+        Multiprocess(config, sockets=[sock]).run()
+        return
     config = uvicorn.Config(create_web_app(app), log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -111,12 +124,13 @@ def serve(home: Path) -> None:
 class Server:
     """The server child process, for the duration of a ``with`` block."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, workers: int = 1) -> None:
         self.home = home
+        self.workers = workers
 
     def __enter__(self) -> Server:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.bench_mcp", "--serve", str(self.home)],
+            [sys.executable, "-m", "bench.bench_mcp", "--serve", str(self.home), "--workers", str(self.workers)],
             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
         )
         line: list[str] = []
@@ -131,12 +145,16 @@ class Server:
         return self
 
     def cpu_seconds(self) -> float:
-        """CPU time the server process has used so far (all its threads), from /proc."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return float("nan")
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU time the server has used so far (all threads of it and its worker processes), from /proc."""
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat.parent.name) == self.proc.pid or int(fields[1]) == self.proc.pid:
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
     def __exit__(self, *exc: object) -> None:
         self.proc.terminate()
@@ -264,10 +282,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="Measured seconds per scenario.")
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--rebuild", action="store_true", help="Build the workspace anew.")
+    parser.add_argument("--workers", type=int, default=1, help="Server processes (noteloom serve --workers).")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(sys.argv[1:])
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, args.workers)
         return
     home = OUT / f"mcp-{args.notes}"
     build(home, args.notes, rebuild=args.rebuild)
@@ -278,9 +297,9 @@ def main() -> None:
         ("read_note outline", lambda i: {"name": "read_note", "arguments": {"id": ids[i % len(ids)], "outline": True}}),
     ]
     print(f"{args.notes} notes, {args.clients} concurrent clients, {args.seconds:.0f} s per scenario, "
-          f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} before); "
+          f"{args.workers} server process(es), {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} before); "
           f"target >= {TARGET_RATE:.0f} calls/s and p50 < {TARGET_P50_MS:.0f} ms", flush=True)
-    with Server(home) as server:
+    with Server(home, args.workers) as server:
         for name, make in scenarios:
             result = asyncio.run(
                 run_load(server.port, server.token, name, make, args.clients, args.seconds, args.warmup, server.cpu_seconds)

@@ -185,3 +185,68 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path: Path) -> None:
+    env = {**os.environ, "NOTELOOM_HOME": str(tmp_path / "home")}
+    env.pop("NOTELOOM_DATABASE_URL", None)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "noteloom.toml").write_text("[embeddings]\nenabled = false\n")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noteloom", "serve", "--port", str(port), "--workers", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        url = _wait_for_url(proc)
+        token = url.split("token=", 1)[1]
+        auth = {"Authorization": f"Bearer {token}"}
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.1)
+        children = _children(proc.pid)
+        assert len(children) >= 2
+        # Writes in one process are seen by the others (one workspace, several processes).
+        for i in range(20):
+            r = httpx2.post(f"http://127.0.0.1:{port}/api/v1/notes", json={"title": f"n{i}", "body": "x"},
+                            headers=auth, timeout=5)
+            assert r.status_code in (200, 201), r.text
+        listed = {n["title"] for n in _all_notes(port, auth)}
+        assert {f"n{i}" for i in range(20)} <= listed
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists() and _alive(pid)]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _all_notes(port: int, auth: dict[str, str]) -> list[dict[str, object]]:
+    r = httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", params={"limit": 100}, headers=auth, timeout=5)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    return list(body["notes"] if isinstance(body, dict) else body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -35,6 +36,10 @@ def register(app: typer.Typer) -> None:
         home: Path | None = HOME_OPTION,
         host: str | None = typer.Option(None, help="Address to listen on (default 127.0.0.1)."),
         port: int | None = typer.Option(None, help="Port to listen on (default 8765)."),
+        workers: int = typer.Option(
+            1, min=1, max=64, help="Server processes sharing the port (each uses one core; SQLite WAL and "
+            "PostgreSQL both serve several)."
+        ),
     ) -> None:
         """Serve the web page, the JSON API and MCP (at /mcp)."""
         import uvicorn
@@ -56,13 +61,26 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  web:   {base}/?token={token}")
             typer.echo(f"  mcp:   {base}/mcp")
             typer.echo(f"  token: {token}")
-            config = uvicorn.Config(
-                create_web_app(a, lifespans=[index_worker, chat_lifespan]),
-                log_level="warning",
-                timeout_graceful_shutdown=5,
-            )
-            with sock:
-                uvicorn.Server(config).run(sockets=[sock])
+            if workers == 1:
+                config = uvicorn.Config(
+                    create_web_app(a, lifespans=[index_worker, chat_lifespan]),
+                    log_level="warning",
+                    timeout_graceful_shutdown=5,
+                )
+                with sock:
+                    uvicorn.Server(config).run(sockets=[sock])
+                return
+        # Several processes: each opens the workspace itself (the settings travel in the
+        # environment), and uvicorn's supervisor restarts one that dies.
+        from uvicorn.supervisors import Multiprocess
+
+        os.environ["NOTELOOM_HOME"] = str(settings.data_dir)
+        config = uvicorn.Config(
+            "noteloom.web.app:served_app", factory=True, workers=workers,
+            log_level="warning", timeout_graceful_shutdown=5,
+        )
+        with sock:
+            Multiprocess(config, sockets=[sock]).run()
 
 
 def _safe_url(url: str) -> str:

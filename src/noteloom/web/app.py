@@ -60,3 +60,22 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.notes_api",
     "noteloom.web.chat_page",
 ]
+
+
+def served_app() -> Any:
+    """The app ``noteloom serve --workers N`` runs in each process: the workspace the
+    environment names, with the index worker and the chat's turn runner."""
+    from noteloom.app import open_app
+    from noteloom.chat import chat_lifespan
+    from noteloom.semantic import index_worker
+
+    app = open_app()
+
+    @asynccontextmanager
+    async def closing(_: App) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            app.close()
+
+    return create_web_app(app, lifespans=[closing, index_worker, chat_lifespan])
