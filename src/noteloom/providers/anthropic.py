@@ -16,7 +16,6 @@ import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from noteloom.errors import ConfigError
@@ -46,7 +45,7 @@ from noteloom.providers.base import (
     upstream_items,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
-from noteloom.providers.pricing import price_of
+from noteloom.providers.sdk import SdkProvider, common_options
 
 if TYPE_CHECKING:
     import anthropic
@@ -76,8 +75,11 @@ def adaptive_thinking(model: str) -> bool:
     return version >= (4, 6)
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider):
     """Claude models; ``base_url=None`` means Anthropic's own API."""
+
+    vendor = "anthropic"
+    vendor_label = "Anthropic"
 
     def __init__(
         self,
@@ -116,64 +118,23 @@ class AnthropicProvider:
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> AnthropicProvider:
-        base_url = config.get_str("base_url")
-        if base_url is None and not config.api_key:
-            raise ConfigError(
-                f"provider {config.name!r} needs an API key: set {config.api_key_env or 'ANTHROPIC_API_KEY'} "
-                "(or try the offline model with -m echo)"
-            )
-        # "local" or "private": traffic stays with the user, and calls cost nothing.
-        local = config.options.get("local", config.options.get("private"))
-        if local is not None and not isinstance(local, bool):
-            raise ConfigError(f"{config.where}: local must be true or false, not {local!r}")
         return cls(
             config.name,
-            base_url=base_url,
-            api_key=config.api_key,
-            default_model=config.get_str("default_model"),
-            models=config.get_models(),
-            local=local,
-            timeouts=Timeouts.from_options(config.options, config.where),
-            max_retries=config.get_int("max_retries", 2),
+            **common_options(config, "ANTHROPIC_API_KEY"),
             max_tokens=config.get_int("max_tokens", DEFAULT_MAX_TOKENS),
             thinking_mode=config.get_str("thinking", "auto") or "auto",
             cache=config.get_bool("cache", True),
-            prices=config.get_prices(),
         )
-
-    @property
-    def label(self) -> str:
-        return "Anthropic" if self.official else f"Provider {self.name!r} ({self.base_url})"
-
-    def models(self) -> list[str]:
-        return list(self._models)
-
-    def cost(self, model: str, usage: Usage) -> Decimal | None:
-        return price_of(
-            usage,
-            model,
-            local=self.local,
-            vendor="anthropic" if self.official else None,
-            api_url=None if self.official else self.base_url,
-            table=self.prices,
-        )
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
             import anthropic
-            import httpx2
 
-            t = self.timeouts
             self._client = anthropic.AsyncAnthropic(
                 # Always explicit, so the SDK never falls back to profiles on disk.
                 api_key=self.api_key or "no-key",
                 base_url=self.base_url,
-                timeout=httpx2.Timeout(connect=t.connect, read=max(t.first_token, t.idle), write=t.idle, pool=t.connect),
+                timeout=self._sdk_timeout(),
                 max_retries=self.max_retries,
                 http_client=self._http_client,
             )

@@ -15,7 +15,6 @@ import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -46,7 +45,7 @@ from noteloom.providers.base import (
     upstream_items,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
-from noteloom.providers.pricing import price_of
+from noteloom.providers.sdk import SdkProvider, common_options
 from noteloom.providers.think import Kind, ThinkSplitter
 
 if TYPE_CHECKING:
@@ -60,8 +59,11 @@ DEFAULT_OPENAI_MODEL = "gpt-5-mini"
 THINK_TAG_MODES = ("auto", "open", "off")
 
 
-class OpenAICompatProvider:
+class OpenAICompatProvider(SdkProvider):
     """An OpenAI-compatible server. ``base_url=None`` means OpenAI itself."""
+
+    vendor = "openai"
+    vendor_label = "OpenAI"
 
     def __init__(
         self,
@@ -102,70 +104,27 @@ class OpenAICompatProvider:
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> OpenAICompatProvider:
-        base_url = config.get_str("base_url")
-        if base_url is None and not config.api_key:
-            raise ConfigError(
-                f"provider {config.name!r} needs an API key: set {config.api_key_env or 'OPENAI_API_KEY'} "
-                "(or try the offline model with -m echo)"
-            )
         extra = config.options.get("extra_body", {})
         if not isinstance(extra, Mapping):
             raise ConfigError(f"{config.where}: extra_body must be a table")
-        # "local" or "private": traffic stays with the user, and calls cost nothing.
-        local = config.options.get("local", config.options.get("private"))
-        if local is not None and not isinstance(local, bool):
-            raise ConfigError(f"{config.where}: local must be true or false, not {local!r}")
         return cls(
             config.name,
-            base_url=base_url,
-            api_key=config.api_key,
-            default_model=config.get_str("default_model"),
-            models=config.get_models(),
-            local=local,
-            timeouts=Timeouts.from_options(config.options, config.where),
-            max_retries=config.get_int("max_retries", 2),
+            **common_options(config, "OPENAI_API_KEY"),
             send_reasoning_effort=config.get_bool("reasoning_effort", True),
             think_tags=config.get_str("think_tags", "auto") or "auto",
             stream_usage=config.get_bool("stream_usage", True),
-            prices=config.get_prices(),
             extra_body=extra,
         )
 
-    @property
-    def label(self) -> str:
-        return "OpenAI" if self.official else f"Provider {self.name!r} ({self.base_url})"
-
-    def models(self) -> list[str]:
-        return list(self._models)
-
-    def cost(self, model: str, usage: Usage) -> Decimal | None:
-        return price_of(
-            usage,
-            model,
-            local=self.local,
-            vendor="openai" if self.official else None,
-            api_url=None if self.official else self.base_url,
-            table=self.prices,
-        )
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-
     def _sdk(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            import httpx2
             import openai
 
-            t = self.timeouts
             self._client = openai.AsyncOpenAI(
                 # The SDK insists on a key even for local servers, which ignore it.
                 api_key=self.api_key or "no-key",
                 base_url=self.base_url,
-                # Our own deadlines cut first-token waits and stalls; the SDK's read
-                # timeout only has to be the longer of the two.
-                timeout=httpx2.Timeout(connect=t.connect, read=max(t.first_token, t.idle), write=t.idle, pool=t.connect),
+                timeout=self._sdk_timeout(),
                 max_retries=self.max_retries,
                 http_client=self._http_client,
             )
