@@ -203,7 +203,8 @@ def test_noteloom_index_builds_and_index_status_reports(tmp_path: Path, monkeypa
     home.mkdir()
     # The same model the other tests use, in fp32: no second copy to load in this process.
     (home / "noteloom.toml").write_text('[embeddings]\nmodel = "local:all-MiniLM-L6-v2"\nquantize = false\n')
-    monkeypatch.setattr("noteloom.embedders.LocalEmbedder._build", lambda self: local_model()._load())
+    model = local_model()._load()  # loaded once, before _build is replaced (else it would call itself)
+    monkeypatch.setattr("noteloom.embedders.LocalEmbedder._build", lambda self: model)
     runner = CliRunner()
     app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
     app.workspace.create_note("Lisbon", TRAIN)
