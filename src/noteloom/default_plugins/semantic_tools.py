@@ -9,22 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from noteloom.default_plugins.workspace_tools import Books, iso, threaded, untrusted_if
+from noteloom.default_plugins.workspace_tools import (
+    TIME_SCHEMA,
+    Books,
+    input_schema_of,
+    iso,
+    output_schema_of,
+    threaded,
+    untrusted_if,
+)
 from noteloom.plugins import hookimpl
 from noteloom.semantic import SemanticIndex
 from noteloom.tools import ToolContext, ToolDef, ToolError
 
 SEMANTIC_MAX = 50
-
-
-def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    """An input schema: closed, so a misspelt argument is an error rather than ignored."""
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
-
-
-def _out(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    """An output schema: open to fields added later."""
-    return {"type": "object", "properties": props, "required": required}
 
 
 def _descendants(books: Books, root: str) -> set[str]:
@@ -97,7 +95,7 @@ SEMANTIC_SEARCH_NOTES = ToolDef(
         "(sub-notebooks included) or tag. When notes were changed moments ago, pending_notes "
         "says how many are not indexed yet."
     ),
-    input_schema=_obj(
+    input_schema=input_schema_of(
         {
             "query": {"type": "string", "minLength": 1, "description": "What to look for, in plain words."},
             "limit": {"type": "integer", "minimum": 1, "maximum": SEMANTIC_MAX, "default": 10},
@@ -107,17 +105,17 @@ SEMANTIC_SEARCH_NOTES = ToolDef(
         },
         ["query"],
     ),
-    output_schema=_out(
+    output_schema=output_schema_of(
         {
             "results": {
                 "type": "array",
-                "items": _out(
+                "items": output_schema_of(
                     {
                         "id": {"type": "string"},
                         "title": {"type": "string"},
                         "notebook_id": {"type": "string"},
                         "notebook": {"type": "string"},
-                        "updated_time": {"type": "string"},
+                        "updated_time": TIME_SCHEMA,
                         "section": {"type": "string"},
                         "section_heading": {"type": "string"},
                         "heading_path": {"type": "array", "items": {"type": "string"}},

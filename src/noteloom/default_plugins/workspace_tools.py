@@ -229,7 +229,7 @@ def _nullable(*types: str, **extra: Any) -> dict[str, Any]:
     return {"anyOf": [{"type": t} for t in (*types, "null")], **extra}
 
 
-_TIME = {"type": "string", "description": "ISO 8601 UTC date-time."}
+TIME_SCHEMA = {"type": "string", "description": "ISO 8601 UTC date-time."}
 _MAYBE_TIME = _nullable("string", description="ISO 8601 UTC date-time, or null.")
 _NOTE_META_PROPS: dict[str, Any] = {
     "id": {"type": "string"},
@@ -237,8 +237,8 @@ _NOTE_META_PROPS: dict[str, Any] = {
     "notebook_id": {"type": "string"},
     "notebook": {"type": "string", "description": "The notebook's title."},
     "tags": {"type": "array", "items": {"type": "string"}},
-    "created_time": _TIME,
-    "updated_time": _TIME,
+    "created_time": TIME_SCHEMA,
+    "updated_time": TIME_SCHEMA,
     "is_todo": {"type": "boolean"},
     "todo_due": _MAYBE_TIME,
     "todo_completed": _MAYBE_TIME,
@@ -256,17 +256,18 @@ _PAGE_PROPS: dict[str, Any] = {
 }
 
 
-def _obj(props: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+def input_schema_of(props: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+    """An input schema: closed, so a misspelt argument is an error rather than ignored."""
     return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False}
 
 
-def _out(props: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
-    """Output schemas stay open to new fields; inputs are closed so typos are caught."""
+def output_schema_of(props: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+    """An output schema: open to fields added later."""
     return {"type": "object", "properties": props, "required": list(required)}
 
 
-_NOTE_OUT = _out({**_NOTE_META_PROPS, "body_length": {"type": "integer"}}, [*_NOTE_META_REQUIRED, "body_length"])
-_NOTEBOOK_OUT = _out(
+_NOTE_OUT = output_schema_of({**_NOTE_META_PROPS, "body_length": {"type": "integer"}}, [*_NOTE_META_REQUIRED, "body_length"])
+_NOTEBOOK_OUT = output_schema_of(
     {
         "id": {"type": "string"},
         "title": {"type": "string"},
@@ -331,7 +332,7 @@ SEARCH_NOTES = ToolDef(
         "word matched, the section (path and heading) it sits in: pass that section to "
         "read_note to read just that part of a long note."
     ),
-    input_schema=_obj(
+    input_schema=input_schema_of(
         {
             "query": {"type": "string", "minLength": 1, "description": "What to look for."},
             "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_MAX, "default": 20},
@@ -340,17 +341,17 @@ SEARCH_NOTES = ToolDef(
         },
         ["query"],
     ),
-    output_schema=_out(
+    output_schema=output_schema_of(
         {
             "results": {
                 "type": "array",
-                "items": _out(
+                "items": output_schema_of(
                     {
                         "id": {"type": "string"},
                         "title": {"type": "string"},
                         "notebook_id": {"type": "string"},
                         "notebook": {"type": "string"},
-                        "updated_time": _TIME,
+                        "updated_time": TIME_SCHEMA,
                         "snippet": {"type": "string"},
                         "section": {"type": "string"},
                         "section_heading": {"type": "string"},
@@ -424,7 +425,7 @@ READ_NOTE = ToolDef(
         "or section=\"<heading text>\". outline and section cannot be combined; offset pages "
         "through whichever text you asked for."
     ),
-    input_schema=_obj(
+    input_schema=input_schema_of(
         {
             "id": _ID,
             "outline": {"type": "boolean", "default": False, "description": "Return the heading outline instead of the body."},
@@ -434,11 +435,11 @@ READ_NOTE = ToolDef(
         },
         ["id"],
     ),
-    output_schema=_out(
+    output_schema=output_schema_of(
         {
             **_NOTE_META_PROPS,
             **_PAGE_PROPS,
-            "section": _out({"path": {"type": "string"}, "heading": {"type": "string"}}, ["path", "heading"]),
+            "section": output_schema_of({"path": {"type": "string"}, "heading": {"type": "string"}}, ["path", "heading"]),
         },
         [*_NOTE_META_REQUIRED, "body", "body_length", "body_offset", "body_returned_chars", "has_more", "is_outline"],
     ),
@@ -491,18 +492,18 @@ READ_NOTES = ToolDef(
         "the rest is split over the longer ones, which then have has_more=true — follow up with "
         "read_note. Ids that do not resolve are listed in not_found instead of failing the call."
     ),
-    input_schema=_obj(
+    input_schema=input_schema_of(
         {
             "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": f"Note ids, at most {READ_NOTES_MAX}."},
             "max_chars": {"type": "integer", "minimum": 0, "default": READ_BUDGET, "description": "Characters shared by all bodies; 0 = no limit."},
         },
         ["ids"],
     ),
-    output_schema=_out(
+    output_schema=output_schema_of(
         {
             "notes": {
                 "type": "array",
-                "items": _out(
+                "items": output_schema_of(
                     {
                         **_NOTE_META_PROPS,
                         "body": {"type": "string"},
@@ -550,8 +551,8 @@ LIST_NOTEBOOKS = ToolDef(
         "All notebooks, as a flat list with id, title, parent_id, path ('Parent/Child') and "
         "note_count. Notebook arguments of other tools take the id, the path or a unique title."
     ),
-    input_schema=_obj({}),
-    output_schema=_out({"notebooks": {"type": "array", "items": _NOTEBOOK_OUT}}, ["notebooks"]),
+    input_schema=input_schema_of({}),
+    output_schema=output_schema_of({"notebooks": {"type": "array", "items": _NOTEBOOK_OUT}}, ["notebooks"]),
     handler=threaded(_list_notebooks),
 )
 
@@ -568,9 +569,9 @@ LIST_TAGS = ToolDef(
     name="list_tags",
     title="List tags",
     description="The tags that are on at least one note, with how many notes carry each.",
-    input_schema=_obj({}),
-    output_schema=_out(
-        {"tags": {"type": "array", "items": _out({"title": {"type": "string"}, "note_count": {"type": "integer"}}, ["title", "note_count"])}},
+    input_schema=input_schema_of({}),
+    output_schema=output_schema_of(
+        {"tags": {"type": "array", "items": output_schema_of({"title": {"type": "string"}, "note_count": {"type": "integer"}}, ["title", "note_count"])}},
         ["tags"],
     ),
     handler=threaded(_list_tags),
@@ -602,17 +603,17 @@ LIST_TRASH = ToolDef(
         "What is in the trash, newest first: deleted notes and notebooks (a notebook brings its "
         "notes along). restore_note brings an item back."
     ),
-    input_schema=_obj({"limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}}),
-    output_schema=_out(
+    input_schema=input_schema_of({"limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}}),
+    output_schema=output_schema_of(
         {
             "items": {
                 "type": "array",
-                "items": _out(
+                "items": output_schema_of(
                     {
                         "kind": {"enum": ["note", "notebook"]},
                         "id": {"type": "string"},
                         "title": {"type": "string"},
-                        "deleted_time": _TIME,
+                        "deleted_time": TIME_SCHEMA,
                         "notebook": {"type": "string"},
                     },
                     ["kind", "id", "title", "deleted_time"],
@@ -665,7 +666,7 @@ CREATE_NOTE = ToolDef(
         "default notebook if omitted). is_todo makes it a to-do; todo_due (ISO 8601, e.g. "
         "2026-12-01T09:00:00Z) sets its due date; tags are attached by name, created if new."
     ),
-    input_schema=_obj(
+    input_schema=input_schema_of(
         {
             "title": {"type": "string", "minLength": 1},
             "body": {"type": "string", "default": "", "description": "Markdown."},
@@ -759,14 +760,14 @@ UPDATE_NOTE = ToolDef(
         "error says how many times it matched). Also title, notebook (move: id, path or title), "
         "is_todo, todo_due (ISO 8601 or null) and todo_completed (true/false or an ISO 8601 time)."
     ),
-    input_schema=_obj(
+    input_schema=input_schema_of(
         {
             "id": _ID,
             "title": {"type": "string", "minLength": 1},
             "body": {"type": "string"},
             "append": {"type": "string"},
             "prepend": {"type": "string"},
-            "replace_text": _obj({"find": {"type": "string", "minLength": 1}, "replace": {"type": "string"}}, ["find", "replace"]),
+            "replace_text": input_schema_of({"find": {"type": "string", "minLength": 1}, "replace": {"type": "string"}}, ["find", "replace"]),
             "notebook": {"type": "string", "description": "Move to this notebook (id, path or title)."},
             "is_todo": {"type": "boolean"},
             "todo_due": _nullable("string", description="ISO 8601 date or date-time; null clears it."),
@@ -776,7 +777,7 @@ UPDATE_NOTE = ToolDef(
         },
         ["id"],
     ),
-    output_schema=_out(
+    output_schema=output_schema_of(
         {**_NOTE_OUT["properties"], "changed": {"type": "array", "items": {"type": "string"}}},
         [*_NOTE_OUT["required"], "changed"],
     ),
@@ -802,8 +803,8 @@ DELETE_NOTE = ToolDef(
     name="delete_note",
     title="Delete a note",
     description="Move a note to the trash. The user can restore it (and so can restore_note).",
-    input_schema=_obj({"id": _ID}, ["id"]),
-    output_schema=_out(
+    input_schema=input_schema_of({"id": _ID}, ["id"]),
+    output_schema=output_schema_of(
         {"id": {"type": "string"}, "title": {"type": "string"}, "in_trash": {"type": "boolean"}, "message": {"type": "string"}},
         ["id", "title", "in_trash"],
     ),
@@ -837,7 +838,7 @@ MANAGE_TAGS = ToolDef(
         "Add tags to a note and/or remove tags from it, by name (case does not matter). Tags in "
         "add that do not exist yet are created. Returns the note's tags afterwards."
     ),
-    input_schema=_obj(
+    input_schema=input_schema_of(
         {
             "id": _ID,
             "add": {"type": "array", "items": {"type": "string", "minLength": 1}},
@@ -845,7 +846,7 @@ MANAGE_TAGS = ToolDef(
         },
         ["id"],
     ),
-    output_schema=_out(
+    output_schema=output_schema_of(
         {
             "id": {"type": "string"},
             "tags": {"type": "array", "items": {"type": "string"}},
@@ -880,7 +881,7 @@ CREATE_NOTEBOOK = ToolDef(
     name="create_notebook",
     title="Create a notebook",
     description="Create a notebook, at the top level or inside a parent notebook (id, path or title).",
-    input_schema=_obj(
+    input_schema=input_schema_of(
         {
             "title": {"type": "string", "minLength": 1},
             "parent": {"type": "string", "description": "Parent notebook: id, 'Parent/Child' path or title."},
@@ -922,8 +923,8 @@ RESTORE_NOTE = ToolDef(
         "Bring a note (or a notebook, with the notes trashed along with it) back from the trash "
         "to where it was; an id from list_trash."
     ),
-    input_schema=_obj({"id": {"type": "string", "description": "An id from list_trash."}}, ["id"]),
-    output_schema=_out(
+    input_schema=input_schema_of({"id": {"type": "string", "description": "An id from list_trash."}}, ["id"]),
+    output_schema=output_schema_of(
         {"kind": {"enum": ["note", "notebook"]}, "id": {"type": "string"}, "title": {"type": "string"}, "notebook": {"type": "string"}},
         ["kind", "id", "title", "notebook"],
     ),
