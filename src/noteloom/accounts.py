@@ -90,9 +90,11 @@ class Accounts:
             v = c.execute(sa.select(db.settings.c.value).where(db.settings.c.key == key)).scalar()
         return default if v is None else json.loads(v)
 
-    def settings_with_prefix(self, prefix: str, *, conn: Connection | None = None) -> dict[str, Any]:
+    def settings_with_prefix(self, *prefixes: str, conn: Connection | None = None) -> dict[str, Any]:
+        """Every setting whose key starts with one of ``prefixes``, in one query."""
         with self._r(conn) as c:
-            rows = c.execute(sa.select(db.settings).where(db.settings.c.key.startswith(prefix))).all()
+            cond = sa.or_(*(db.settings.c.key.startswith(p) for p in prefixes))
+            rows = c.execute(sa.select(db.settings).where(cond)).all()
         return {r.key: json.loads(r.value) for r in rows}
 
     def set_setting(self, key: str, value: Any, *, conn: Connection | None = None) -> None:

@@ -201,6 +201,11 @@ def create_db_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
+            # 64 MiB of page cache per connection (the default is 2 MiB): ranking joins each
+            # text match to its note, and at 100,000 notes those rows span far more pages
+            # than 2 MiB, which made a filtered search twice as slow. Pages are taken only
+            # as they are read.
+            cur.execute("PRAGMA cache_size=-65536")
             cur.close()
             # The keyword index triggers (migration 0002) call it on every write to a note.
             dbapi_conn.create_function(INDEX_TEXT_SQL, 1, index_text, deterministic=True)

@@ -124,11 +124,8 @@ class McpServer:
 
     def preflight(self) -> Preflight:
         """Read what a request needs to know up front (blocking: call it in a worker thread)."""
-        ws = self.app.workspace
-        with ws.read() as c:
-            enabled = bool(ws.get_setting(ENABLED_KEY, ENABLED_DEFAULT, conn=c))
-            tools = self.app.registry.read_settings(ws, conn=c)
-        return Preflight(enabled, tools)
+        raw = self.app.workspace.settings_with_prefix(ENABLED_KEY, "tool")  # one query, every request
+        return Preflight(bool(raw.get(ENABLED_KEY, ENABLED_DEFAULT)), self.app.registry.settings_from(raw))
 
     async def handle_bytes(
         self,

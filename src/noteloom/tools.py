@@ -233,8 +233,14 @@ class ToolRegistry:
     def read_settings(self, workspace: Workspace, *, conn: Connection | None = None) -> ToolSettings:
         """Toggles and scope in one query: their keys (``tool.<name>.enabled``, ``tools.scope``)
         share the prefix ``tool``. Surfaces read this once per request."""
-        raw = workspace.settings_with_prefix("tool", conn=conn)
-        return ToolSettings(raw, scope_from_setting(raw.get(SCOPE_KEY)))
+        return self.settings_from(workspace.settings_with_prefix("tool", conn=conn))
+
+    @staticmethod
+    def settings_from(raw: Mapping[str, Any]) -> ToolSettings:
+        """The toggles and scope among settings already read (keys starting with ``tool``)."""
+        return ToolSettings(
+            {k: v for k, v in raw.items() if k.startswith("tool")}, scope_from_setting(raw.get(SCOPE_KEY))
+        )
 
     def enabled(self, workspace: Workspace, settings: ToolSettings | None = None) -> list[ToolDef]:
         settings = settings or self.read_settings(workspace)

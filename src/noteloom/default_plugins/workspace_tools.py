@@ -286,17 +286,16 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
     limit = int(args.get("limit", 20))
     offset = int(args.get("offset", 0))
     ws = ctx.workspace
-    scoped = None
-    if not ctx.scope.unrestricted:
-        with ws.read() as c:
-            scoped = Books(ctx, c).visible_ids
-    # One extra hit tells whether there is a next page without counting every match.
-    hits = hybrid_search(
-        ws, ctx.services.get("semantic"), args["query"], mode=args.get("mode"),
-        limit=limit + 1, offset=offset, notebook_ids=scoped,
-    ).hits
-    page = hits[:limit]
+    # One read transaction for the scope, the hits and their notebooks: one snapshot,
+    # and one BEGIN instead of three on the busiest tool.
     with ws.read() as c:
+        scoped = None if ctx.scope.unrestricted else Books(ctx, c).visible_ids
+        # One extra hit tells whether there is a next page without counting every match.
+        hits = hybrid_search(
+            ws, ctx.services.get("semantic"), args["query"], mode=args.get("mode"),
+            limit=limit + 1, offset=offset, notebook_ids=scoped, conn=c,
+        ).hits
+        page = hits[:limit]
         titles = notebook_titles(ctx, c, {h.notebook_id for h in page})
         clipped = ws.clipped_ids([h.id for h in page], conn=c)
     results = []

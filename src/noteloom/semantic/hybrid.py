@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from noteloom.errors import InvalidInput
 from noteloom.semantic.index import ChunkHit, SemanticIndex
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 Mode = Literal["keyword", "semantic", "hybrid"]
 QueryShape = Literal["keyword", "natural"]
@@ -81,6 +84,7 @@ def hybrid_search(
     limit: int = 20,
     offset: int = 0,
     notebook_ids: Collection[str] | None = None,
+    conn: Connection | None = None,
 ) -> HybridResult:
     """Notes for ``query``, one per note with its best section, in the mode asked for.
 
@@ -91,7 +95,7 @@ def hybrid_search(
     ``MINOR_WEIGHT``. A description whose words all match (keyword search is AND)
     is strong evidence, so then both weigh alike. Keyword syntax a natural-language
     query breaks (a stray quote, ``:``) does not fail a hybrid search: that arm is
-    just left out.
+    just left out. ``conn`` runs the keyword arm in the caller's read transaction.
     """
     from noteloom.errors import QueryError
     from noteloom.search import search_notes
@@ -103,7 +107,7 @@ def hybrid_search(
         raise InvalidInput("semantic search is off in this workspace; use mode 'keyword'")
     want = offset + limit + 1
     if mode == "keyword":
-        hits = search_notes(ws, query, limit=limit + 1, offset=offset, notebook_ids=notebook_ids)
+        hits = search_notes(ws, query, limit=limit + 1, offset=offset, notebook_ids=notebook_ids, conn=conn)
         out = [_from_keyword(h, float(h.score)) for h in hits]
         return HybridResult(out[:limit], "keyword", 0, len(out) > limit)
     assert index is not None
@@ -113,7 +117,10 @@ def hybrid_search(
         page = semantic[offset : offset + limit + 1]
         return HybridResult(page[:limit], "semantic", sem.pending_notes, len(page) > limit)
     try:
-        keyword = [_from_keyword(h, float(h.score)) for h in search_notes(ws, query, limit=want, notebook_ids=notebook_ids)]
+        keyword = [
+            _from_keyword(h, float(h.score))
+            for h in search_notes(ws, query, limit=want, notebook_ids=notebook_ids, conn=conn)
+        ]
     except QueryError:
         keyword = []
     fused = fuse(query, keyword, semantic)
