@@ -258,3 +258,48 @@ def test_the_worker_reports_an_embedder_failure_in_the_status_and_recovers(app: 
 
     anyio.run(main)
     wait_for(lambda: index.status().indexed_notes == 1, timeout=1)
+
+
+def test_of_two_indexers_on_one_workspace_one_works_and_the_other_takes_over_when_it_stops(
+    any_app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As with ``serve --workers 2``: each process runs the background indexer, one embeds."""
+    import noteloom.semantic.index as index_module
+    from noteloom.db import create_db_engine
+
+    monkeypatch.setattr(index_module, "LOCK_RETRY_SECONDS", 0.1)
+    ws = any_app.workspace
+    other_engine = create_db_engine(any_app.engine.url.render_as_string(hide_password=False))
+    first_emb, second_emb = CountingEmbedder(local_model()), CountingEmbedder(local_model())
+    first = SemanticIndex(any_app.engine, first_emb, poll_interval=0.05)
+    second = SemanticIndex(other_engine, second_emb, poll_interval=0.05)
+    ws.create_note("Basil care", BASIL)
+
+    async def hold(index: SemanticIndex, stop: anyio.Event) -> None:
+        async with index.running():
+            await stop.wait()
+
+    async def main() -> None:
+        stop_first, stop_second = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold, first, stop_first)
+            await wait_async(lambda: first.status().indexed_notes == 1)
+            tg.start_soon(hold, second, stop_second)
+            ws.create_note("Lisbon trip", LISBON)
+            await wait_async(lambda: titles(second, "rail journey in Portugal", limit=1) == ["Lisbon trip"])
+            await anyio.sleep(0.3)  # several of the second one's retries
+            # The second searched what the first wrote, and embedded nothing itself.
+            assert second_emb.documents == []
+            assert any("Lisbon" in d for d in first_emb.documents)
+            # The first one stops (as when its process ends): the second takes over.
+            stop_first.set()
+            ws.create_note("Pesto", PESTO)
+            await wait_async(lambda: second.status().pending_notes == 0)
+            assert any("pine nuts" in d for d in second_emb.documents)
+            assert not any("pine nuts" in d for d in first_emb.documents)
+            stop_second.set()
+
+    try:
+        anyio.run(main)
+    finally:
+        other_engine.dispose()

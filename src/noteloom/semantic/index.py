@@ -25,6 +25,7 @@ from noteloom import db
 from noteloom.chunks import Chunk, ChunkSpec, chunk_note
 from noteloom.embedders import Embedder
 from noteloom.errors import InvalidInput, NoteloomError
+from noteloom.locks import WorkspaceLock
 from noteloom.vectors import (
     Backend,
     IndexMeta,
@@ -51,6 +52,8 @@ DEFAULT_THRESHOLDS: dict[str, float] = {"strict": 0.45, "normal": 0.25, "loose":
 #: A feed row missing below rows already seen is a write still in flight (PostgreSQL
 #: hands out sequence numbers before commit); after this long it is taken as rolled back.
 GAP_TIMEOUT_S = 30.0
+#: How often a process that is not the indexer checks whether the indexer has stopped.
+LOCK_RETRY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ class SemanticIndex:
         self._step_lock = threading.Lock()
         self._error: str | None = None
         self._busy = False
+        self._standby = False  # another process holds the indexer lock
         self._gaps: dict[int, float] = {}  # feed seq -> when it was first seen missing
         self._done_above: set[int] = set()  # feed seqs past the cursor already applied
 
@@ -494,8 +498,23 @@ class SemanticIndex:
         except Exception as exc:
             self._error = f"the embedder could not start: {exc}"
             log.warning("semantic index: %s", self._error)
+        lock = WorkspaceLock(self.engine, "semantic-indexer")
+        try:
+            await self._index_while_holding(lock, failures)
+        finally:
+            lock.release()
+
+    async def _index_while_holding(self, lock: WorkspaceLock, failures: int) -> None:
+        """Index while this process holds ``lock``: of several processes serving one
+        workspace, one indexes and the others only search what it wrote (they try again
+        every ``LOCK_RETRY_SECONDS``, so one takes over when the holder stops)."""
         while True:
             try:
+                if not lock.held and not await to_thread.run_sync(lock.try_acquire):
+                    self._standby = True
+                    await anyio.sleep(max(self.poll_interval, LOCK_RETRY_SECONDS))
+                    continue
+                self._standby = False
                 # On shutdown ``_stop`` is set and the step stops at its next batch boundary,
                 # before writing; it is not waited for, since a step commits all or nothing.
                 _, worked = await to_thread.run_sync(self._step, abandon_on_cancel=True)
