@@ -1,0 +1,77 @@
+"""What every workspace tool shares: worker-thread handlers, ISO 8601 times, note-shaped answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from anyio import to_thread
+
+from noteloom.tools import Handler, ToolContext, ToolError, ToolResult
+from noteloom.workspace import Note
+
+
+def threaded(fn: Callable[[ToolContext, dict[str, Any]], Any]) -> Handler:
+    """An async handler running ``fn(ctx, args)`` in one worker thread (the database is sync)."""
+
+    async def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
+        return await to_thread.run_sync(fn, ctx, args)
+
+    handler.__name__ = fn.__name__
+    return handler
+
+
+def iso(ms: int | None) -> str | None:
+    """Epoch milliseconds as an ISO 8601 UTC string (``None`` stays ``None``)."""
+    if ms is None:
+        return None
+    when = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    text = when.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{ms % 1000:03d}Z" if ms % 1000 else f"{text}Z"
+
+
+def parse_time(value: Any, arg: str) -> int | None:
+    """An ISO 8601 date or date-time from a tool argument as epoch ms; UTC unless an offset is given."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        parsed = datetime.fromisoformat(text.replace(" ", "T", 1) if " " in text else text)
+    except ValueError:
+        raise ToolError(
+            f"argument {arg!r}: {value!r} is not an ISO 8601 date; write it like "
+            "2026-12-01 or 2026-12-01T09:30:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    ms = int(parsed.timestamp() * 1000)
+    if ms <= 0:
+        raise ToolError(f"argument {arg!r}: {value!r} is before 1970; give a later date")
+    return ms
+
+
+def note_meta(note: Note, notebook_title: str) -> dict[str, Any]:
+    """What every note-shaped answer carries besides the body."""
+    out: dict[str, Any] = {
+        "id": note.id,
+        "title": note.title,
+        "notebook_id": note.notebook_id,
+        "notebook": notebook_title,
+        "tags": list(note.tags),
+        "created_time": iso(note.created_time),
+        "updated_time": iso(note.updated_time),
+        "is_todo": note.is_todo,
+        "todo_due": iso(note.todo_due),
+        "todo_completed": iso(note.todo_completed),
+    }
+    if note.source_url:
+        out["source_url"] = note.source_url
+    return out
+
+
+def untrusted_if(payload: dict[str, Any], notes: Sequence[Note]) -> ToolResult | dict[str, Any]:
+    """Text from outside the user's own writing (clipped from a URL) is flagged for the agent."""
+    if any(n.source_url for n in notes):
+        return ToolResult(payload, untrusted=True)
+    return payload
