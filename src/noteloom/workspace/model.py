@@ -1,0 +1,142 @@
+"""The workspace's values: data classes, row converters and the checks on ids, titles and times."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from noteloom.errors import InvalidInput
+
+_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+DEFAULT_NOTEBOOK_TITLE = "Notes"
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class Notebook:
+    id: str
+    parent_id: str | None
+    title: str
+    created_time: int
+    updated_time: int
+    deleted_time: int | None = None
+    note_count: int = 0
+
+
+@dataclass(frozen=True)
+class Note:
+    id: str
+    notebook_id: str
+    title: str
+    body: str
+    is_todo: bool
+    todo_due: int | None
+    todo_completed: int | None
+    source_url: str
+    created_time: int
+    updated_time: int
+    deleted_time: int | None = None
+    tags: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class NoteSummary:
+    id: str
+    notebook_id: str
+    title: str
+    is_todo: bool
+    todo_due: int | None
+    todo_completed: int | None
+    updated_time: int
+    created_time: int
+
+
+@dataclass(frozen=True)
+class Tag:
+    id: str
+    title: str
+    note_count: int = 0
+
+
+@dataclass(frozen=True)
+class Revision:
+    id: str
+    note_id: str
+    title: str
+    body: str
+    version_time: int
+    created_time: int
+
+
+@dataclass(frozen=True)
+class Attachment:
+    id: str
+    note_id: str | None
+    title: str
+    filename: str
+    mime: str
+    size: int
+    created_time: int
+    updated_time: int
+
+
+@dataclass(frozen=True)
+class TrashItem:
+    kind: Literal["note", "notebook"]
+    id: str
+    title: str
+    parent_id: str | None
+    deleted_time: int
+
+
+def check_id(value: str, what: str = "id") -> str:
+    if not isinstance(value, str) or not _ID_RE.match(value):
+        raise InvalidInput(f"{what} {value!r} is not a noteloom id (32 lowercase hex characters)")
+    return value
+
+
+def _note_from_row(row: Any, tags: Sequence[str] = ()) -> Note:
+    return Note(
+        id=row.id,
+        notebook_id=row.notebook_id,
+        title=row.title,
+        body=row.body,
+        is_todo=bool(row.is_todo),
+        todo_due=row.todo_due,
+        todo_completed=row.todo_completed,
+        source_url=row.source_url,
+        created_time=row.created_time,
+        updated_time=row.updated_time,
+        deleted_time=row.deleted_time,
+        tags=tuple(tags),
+    )
+
+
+def _clean_title(title: str, what: str) -> str:
+    if not isinstance(title, str):
+        raise InvalidInput(f"{what} must be text")
+    if "\x00" in title:
+        raise InvalidInput(f"{what} contains a NUL character")
+    cleaned = " ".join(title.split())
+    if not cleaned:
+        raise InvalidInput(f"{what} must not be empty")
+    if len(cleaned) > 1000:
+        raise InvalidInput(f"{what} is {len(cleaned)} characters long; keep it under 1000")
+    return cleaned
+
+
+def _check_text(value: str, what: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be text")
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL character")
+
+
+def _check_time(value: int | None, what: str) -> int | None:
+    if value is None or value == 0:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(f"{what} must be a time in milliseconds since 1970, not {value!r}")
+    return value

@@ -1,0 +1,460 @@
+"""Notes and to-dos, their tags, their revisions and their attachments."""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+import shutil
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from noteloom import db
+from noteloom.db import new_id, now_ms
+from noteloom.errors import Conflict, NotFound
+from noteloom.workspace.changes import record_change
+from noteloom.workspace.model import (
+    _UNSET,
+    Attachment,
+    Note,
+    NoteSummary,
+    Revision,
+    Tag,
+    _check_text,
+    _check_time,
+    _clean_title,
+    _note_from_row,
+    check_id,
+)
+from noteloom.workspace.notebooks import Notebooks
+from noteloom.workspace.store import _chunks
+
+
+class Notes(Notebooks):
+    """Notes (each lives in a notebook), tags, revisions and attachments."""
+
+    def create_note(
+        self,
+        title: str,
+        body: str = "",
+        notebook_id: str | None = None,
+        *,
+        is_todo: bool = False,
+        todo_due: int | None = None,
+        todo_completed: int | None = None,
+        source_url: str = "",
+        tags: Sequence[str] = (),
+        id: str | None = None,
+        created_time: int | None = None,
+        updated_time: int | None = None,
+        conn: Connection | None = None,
+    ) -> Note:
+        nid = check_id(id, "note id") if id else new_id()
+        _check_text(title, "title")
+        _check_text(body, "body")
+        t = now_ms()
+        with self._w(conn) as c:
+            book = (
+                self._live_notebook(c, notebook_id).id
+                if notebook_id
+                else self.default_notebook(conn=c).id
+            )
+            if c.execute(sa.select(db.notes.c.id).where(db.notes.c.id == nid)).first():
+                raise Conflict(f"a note with id {nid!r} exists already")
+            created = created_time or t
+            row = {
+                "id": nid,
+                "notebook_id": book,
+                "title": title.strip(),
+                "body": body,
+                "is_todo": bool(is_todo),
+                "todo_due": _check_time(todo_due, "todo_due"),
+                "todo_completed": _check_time(todo_completed, "todo_completed"),
+                "source_url": source_url or "",
+                "created_time": created,
+                "updated_time": updated_time or created,
+            }
+            c.execute(db.notes.insert(), row)
+            record_change(c, [nid], "create")
+            if tags:
+                self.add_tags(nid, tags, conn=c, _touch=False)
+            return self.get_note(nid, conn=c)
+
+    def get_note(
+        self, note_id: str, *, include_deleted: bool = False, conn: Connection | None = None
+    ) -> Note:
+        with self._r(conn) as c:
+            row = c.execute(sa.select(db.notes).where(db.notes.c.id == note_id)).first()
+            if row is None or (row.deleted_time is not None and not include_deleted):
+                state = "is in the trash" if row is not None else "does not exist"
+                raise NotFound(f"note {note_id!r} {state}; search for it to find its id")
+            return _note_from_row(row, self.tags_of([note_id], conn=c).get(note_id, []))
+
+    def get_notes(self, note_ids: Sequence[str], *, conn: Connection | None = None) -> dict[str, Note]:
+        """The live notes among ``note_ids``, by id (missing ones are simply absent)."""
+        if not note_ids:
+            return {}
+        with self._r(conn) as c:
+            rows = c.execute(
+                sa.select(db.notes).where(
+                    db.notes.c.id.in_(list(note_ids)), db.notes.c.deleted_time.is_(None)
+                )
+            ).all()
+            tags = self.tags_of([r.id for r in rows], conn=c)
+            return {r.id: _note_from_row(r, tags.get(r.id, [])) for r in rows}
+
+    def list_notes(
+        self,
+        notebook_id: str | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        order: Literal["updated", "created", "title"] = "updated",
+        conn: Connection | None = None,
+    ) -> list[NoteSummary]:
+        n = db.notes
+        q = sa.select(
+            n.c.id, n.c.notebook_id, n.c.title, n.c.is_todo, n.c.todo_due, n.c.todo_completed,
+            n.c.updated_time, n.c.created_time,
+        ).where(n.c.deleted_time.is_(None))
+        if notebook_id:
+            q = q.where(n.c.notebook_id == notebook_id)
+        order_col = {
+            "updated": n.c.updated_time.desc(),
+            "created": n.c.created_time.desc(),
+            "title": sa.func.lower(n.c.title),
+        }[order]
+        q = q.order_by(order_col, n.c.id).limit(limit).offset(offset)
+        with self._r(conn) as c:
+            return [
+                NoteSummary(
+                    r.id, r.notebook_id, r.title, bool(r.is_todo), r.todo_due, r.todo_completed,
+                    r.updated_time, r.created_time,
+                )
+                for r in c.execute(q)
+            ]
+
+    def clipped_ids(self, note_ids: Sequence[str], *, conn: Connection | None = None) -> set[str]:
+        """Which of ``note_ids`` came from outside the user's own writing (have a source URL)."""
+        if not note_ids:
+            return set()
+        n = db.notes
+        with self._r(conn) as c:
+            return set(
+                c.execute(sa.select(n.c.id).where(n.c.id.in_(list(note_ids)), n.c.source_url != "")).scalars()
+            )
+
+    def count_notes(self, *, conn: Connection | None = None) -> int:
+        with self._r(conn) as c:
+            return int(
+                c.execute(
+                    sa.select(sa.func.count()).select_from(db.notes).where(db.notes.c.deleted_time.is_(None))
+                ).scalar_one()
+            )
+
+    def update_note(
+        self,
+        note_id: str,
+        *,
+        title: str | None = None,
+        body: str | None = None,
+        notebook_id: str | None = None,
+        is_todo: bool | None = None,
+        todo_due: int | None = _UNSET,
+        todo_completed: int | None = _UNSET,
+        source_url: str | None = None,
+        conn: Connection | None = None,
+    ) -> Note:
+        """Change a note; a change of title or body keeps the previous version as a revision."""
+        with self._w(conn) as c:
+            row = self._live_note(c, note_id)
+            values: dict[str, Any] = {}
+            if title is not None:
+                _check_text(title, "title")
+                if title.strip() != row.title:
+                    values["title"] = title.strip()
+            if body is not None:
+                _check_text(body, "body")
+                if body != row.body:
+                    values["body"] = body
+            if notebook_id is not None and notebook_id != row.notebook_id:
+                values["notebook_id"] = self._live_notebook(c, notebook_id).id
+            if is_todo is not None and bool(is_todo) != bool(row.is_todo):
+                values["is_todo"] = bool(is_todo)
+            if todo_due is not _UNSET and todo_due != row.todo_due:
+                values["todo_due"] = _check_time(todo_due, "todo_due")
+            if todo_completed is not _UNSET and todo_completed != row.todo_completed:
+                values["todo_completed"] = _check_time(todo_completed, "todo_completed")
+            if source_url is not None and source_url != row.source_url:
+                values["source_url"] = source_url
+            if not values:
+                return self.get_note(note_id, conn=c)
+            t = max(now_ms(), row.updated_time + 1)
+            if "title" in values or "body" in values:
+                c.execute(
+                    db.revisions.insert(),
+                    {
+                        "id": new_id(),
+                        "note_id": note_id,
+                        "title": row.title,
+                        "body": row.body,
+                        "version_time": row.updated_time,
+                        "created_time": t,
+                    },
+                )
+            values["updated_time"] = t
+            c.execute(db.notes.update().where(db.notes.c.id == note_id).values(**values))
+            record_change(c, [note_id], "update")
+            return self.get_note(note_id, conn=c)
+
+    def _live_note(self, c: Connection, note_id: str) -> Any:
+        row = c.execute(sa.select(db.notes).where(db.notes.c.id == note_id)).first()
+        if row is None or row.deleted_time is not None:
+            state = "is in the trash" if row is not None else "does not exist"
+            raise NotFound(f"note {note_id!r} {state}; search for it to find its id")
+        return row
+
+    def delete_note(self, note_id: str, *, conn: Connection | None = None) -> Note:
+        """Move a note to the trash; it keeps its notebook for a restore."""
+        with self._w(conn) as c:
+            self._live_note(c, note_id)
+            c.execute(
+                db.notes.update()
+                .where(db.notes.c.id == note_id)
+                .values(deleted_time=now_ms(), trash_batch=new_id())
+            )
+            record_change(c, [note_id], "delete")
+            return self.get_note(note_id, include_deleted=True, conn=c)
+
+    # -- tags ---------------------------------------------------------------------------
+
+    def list_tags(
+        self,
+        *,
+        used_only: bool = False,
+        notebook_ids: Collection[str] | None = None,
+        conn: Connection | None = None,
+    ) -> list[Tag]:
+        """Tags with the number of live notes carrying them, sorted by title.
+
+        With ``notebook_ids``, only notes in those notebooks count.
+        """
+        t, nt, n = db.tags, db.note_tags, db.notes
+        where = [n.c.deleted_time.is_(None)]
+        if notebook_ids is not None:
+            where.append(n.c.notebook_id.in_(list(notebook_ids)))
+        counts = (
+            sa.select(nt.c.tag_id, sa.func.count().label("cnt"))
+            .select_from(nt.join(n, n.c.id == nt.c.note_id))
+            .where(*where)
+            .group_by(nt.c.tag_id)
+            .subquery()
+        )
+        q = (
+            sa.select(t.c.id, t.c.title, sa.func.coalesce(counts.c.cnt, 0).label("cnt"))
+            .select_from(t.outerjoin(counts, counts.c.tag_id == t.c.id))
+            .order_by(t.c.title_key)
+        )
+        with self._r(conn) as c:
+            tags = [Tag(r.id, r.title, int(r.cnt)) for r in c.execute(q)]
+        return [x for x in tags if x.note_count > 0] if used_only else tags
+
+    def ensure_tag(self, title: str, *, id: str | None = None, conn: Connection | None = None) -> Tag:
+        title = _clean_title(title, "tag")
+        key = title.lower()
+        with self._w(conn) as c:
+            row = c.execute(sa.select(db.tags).where(db.tags.c.title_key == key)).first()
+            if row is not None:
+                return Tag(row.id, row.title)
+            t = now_ms()
+            tid = check_id(id, "tag id") if id else new_id()
+            c.execute(
+                db.tags.insert(),
+                {"id": tid, "title": title, "title_key": key, "created_time": t, "updated_time": t},
+            )
+            return Tag(tid, title)
+
+    def add_tags(
+        self,
+        note_id: str,
+        titles: Iterable[str],
+        *,
+        create_missing: bool = True,
+        conn: Connection | None = None,
+        _touch: bool = True,
+    ) -> list[str]:
+        """Attach tags by title; returns the titles newly attached."""
+        added: list[str] = []
+        with self._w(conn) as c:
+            self._live_note(c, note_id)
+            for title in titles:
+                key = _clean_title(title, "tag").lower()
+                row = c.execute(sa.select(db.tags).where(db.tags.c.title_key == key)).first()
+                if row is None:
+                    if not create_missing:
+                        raise NotFound(f"no tag named {title!r}; `list_tags` shows the tags there are")
+                    tag = self.ensure_tag(title, conn=c)
+                else:
+                    tag = Tag(row.id, row.title)
+                exists = c.execute(
+                    sa.select(db.note_tags.c.note_id).where(
+                        db.note_tags.c.note_id == note_id, db.note_tags.c.tag_id == tag.id
+                    )
+                ).first()
+                if not exists:
+                    c.execute(
+                        db.note_tags.insert(),
+                        {"note_id": note_id, "tag_id": tag.id, "created_time": now_ms()},
+                    )
+                    added.append(tag.title)
+            if added and _touch:
+                record_change(c, [note_id], "update")
+        return added
+
+    def remove_tags(self, note_id: str, titles: Iterable[str], *, conn: Connection | None = None) -> list[str]:
+        """Detach tags by title; returns the titles that were attached and now are not."""
+        removed: list[str] = []
+        with self._w(conn) as c:
+            self._live_note(c, note_id)
+            for title in titles:
+                row = c.execute(
+                    sa.select(db.tags).where(db.tags.c.title_key == title.strip().lower())
+                ).first()
+                if row is None:
+                    continue
+                res = c.execute(
+                    db.note_tags.delete().where(
+                        db.note_tags.c.note_id == note_id, db.note_tags.c.tag_id == row.id
+                    )
+                )
+                if res.rowcount:
+                    removed.append(row.title)
+            if removed:
+                record_change(c, [note_id], "update")
+        return removed
+
+    def delete_tag(self, title: str, *, conn: Connection | None = None) -> None:
+        with self._w(conn) as c:
+            row = c.execute(sa.select(db.tags).where(db.tags.c.title_key == title.strip().lower())).first()
+            if row is None:
+                raise NotFound(f"no tag named {title!r}")
+            note_ids = list(
+                c.execute(sa.select(db.note_tags.c.note_id).where(db.note_tags.c.tag_id == row.id)).scalars()
+            )
+            c.execute(db.note_tags.delete().where(db.note_tags.c.tag_id == row.id))
+            c.execute(db.tags.delete().where(db.tags.c.id == row.id))
+            record_change(c, note_ids, "update")
+
+    def tags_of(self, note_ids: Sequence[str], *, conn: Connection | None = None) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        if not note_ids:
+            return out
+        with self._r(conn) as c:
+            for chunk in _chunks(list(note_ids), 500):
+                q = (
+                    sa.select(db.note_tags.c.note_id, db.tags.c.title)
+                    .select_from(db.note_tags.join(db.tags, db.tags.c.id == db.note_tags.c.tag_id))
+                    .where(db.note_tags.c.note_id.in_(chunk))
+                    .order_by(db.tags.c.title_key)
+                )
+                for r in c.execute(q):
+                    out.setdefault(r.note_id, []).append(r.title)
+        return out
+
+    # -- revisions ----------------------------------------------------------------------
+
+    def list_revisions(self, note_id: str, *, conn: Connection | None = None) -> list[Revision]:
+        """Earlier versions of a note, newest first."""
+        with self._r(conn) as c:
+            self.get_note(note_id, include_deleted=True, conn=c)
+            rows = c.execute(
+                sa.select(db.revisions)
+                .where(db.revisions.c.note_id == note_id)
+                .order_by(db.revisions.c.created_time.desc(), db.revisions.c.id)
+            ).all()
+            return [Revision(r.id, r.note_id, r.title, r.body, r.version_time, r.created_time) for r in rows]
+
+    def restore_revision(self, revision_id: str, *, conn: Connection | None = None) -> Note:
+        """Make an earlier version current again (the current one becomes a revision too)."""
+        with self._w(conn) as c:
+            r = c.execute(sa.select(db.revisions).where(db.revisions.c.id == revision_id)).first()
+            if r is None:
+                raise NotFound(f"no revision {revision_id!r}; `noteloom notes history NOTE` lists them")
+            return self.update_note(r.note_id, title=r.title, body=r.body, conn=c)
+
+    # -- attachments --------------------------------------------------------------------
+
+    def attachment_path(self, attachment_id: str, filename: str) -> Path:
+        ext = Path(filename).suffix.lower()
+        if not re.fullmatch(r"\.[a-z0-9]{1,10}", ext):
+            ext = ""
+        return self.attachments_dir / f"{check_id(attachment_id, 'attachment id')}{ext}"
+
+    def add_attachment(
+        self,
+        note_id: str | None,
+        source: Path | bytes,
+        filename: str,
+        *,
+        title: str = "",
+        mime: str | None = None,
+        id: str | None = None,
+        created_time: int | None = None,
+        updated_time: int | None = None,
+        conn: Connection | None = None,
+    ) -> Attachment:
+        """Store a file under the data directory and link it to a note."""
+        aid = check_id(id, "attachment id") if id else new_id()
+        safe_name = Path(filename.replace("\\", "/")).name or "file"
+        mime = mime or mimetypes.guess_type(safe_name)[0] or "application/octet-stream"
+        dest = self.attachment_path(aid, safe_name)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".part")
+        if isinstance(source, bytes):
+            tmp.write_bytes(source)
+        else:
+            shutil.copyfile(source, tmp)
+        size = tmp.stat().st_size
+        t = now_ms()
+        try:
+            with self._w(conn) as c:
+                if note_id is not None:
+                    self._live_note(c, note_id)
+                c.execute(
+                    db.attachments.insert(),
+                    {
+                        "id": aid,
+                        "note_id": note_id,
+                        "title": title or safe_name,
+                        "filename": safe_name,
+                        "mime": mime,
+                        "size": size,
+                        "created_time": created_time or t,
+                        "updated_time": updated_time or created_time or t,
+                    },
+                )
+            tmp.replace(dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return Attachment(aid, note_id, title or safe_name, safe_name, mime, size, created_time or t, updated_time or created_time or t)
+
+    def list_attachments(self, note_id: str | None = None, *, conn: Connection | None = None) -> list[Attachment]:
+        q = sa.select(db.attachments).order_by(db.attachments.c.created_time, db.attachments.c.id)
+        if note_id is not None:
+            q = q.where(db.attachments.c.note_id == note_id)
+        with self._r(conn) as c:
+            return [
+                Attachment(r.id, r.note_id, r.title, r.filename, r.mime, r.size, r.created_time, r.updated_time)
+                for r in c.execute(q)
+            ]
+
+    def get_attachment(self, attachment_id: str, *, conn: Connection | None = None) -> Attachment:
+        with self._r(conn) as c:
+            r = c.execute(sa.select(db.attachments).where(db.attachments.c.id == attachment_id)).first()
+            if r is None:
+                raise NotFound(f"no attachment {attachment_id!r}")
+            return Attachment(r.id, r.note_id, r.title, r.filename, r.mime, r.size, r.created_time, r.updated_time)
