@@ -200,7 +200,7 @@ def _cached_sections(body: str) -> tuple[Section, ...]:
 def _compute_sections(body: str) -> tuple[Section, ...]:
     """The sections of ``body``, computed afresh (the cache sits in front of this)."""
     norm = _LINE_BREAK.sub("\n", body) if "\r" in body else body
-    headings = _headings_fast(norm) if len(norm) >= _FAST_MIN_CHARS else None
+    headings = _headings_fast(norm)
     if headings is None:
         headings = _headings_markdown_it(norm)
     if not headings:
@@ -299,7 +299,10 @@ def _heading_text(content: str, env: dict[str, Any]) -> str:
 #   setext underline at any depth, open a fence or HTML block, or define a
 #   link reference (a reference changes the text of headings elsewhere).
 #   Those tests are loose on purpose: a needless chunk only costs time.
-_FAST_MIN_CHARS = 20_000  # below this the full pass takes a few ms anyway
+# It is used at every size: measured on the 100,000-note bench corpus it costs a quarter
+# of the full pass from 300-character notes (0.006 against 0.024 ms) to 10,000-character
+# ones (0.7 against 3.5 ms). Search places every hit in its section, so this is most of a
+# cold hit's cost.
 _CUT = re.compile(r"\n[ \t]*\n(?=[^ \t\n])")
 _OPENER = re.compile(
     r"^ {0,3}(?:(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)"

@@ -632,25 +632,22 @@ def _snippet(body: str, start: int, end: int) -> str:
 class _Anchor:
     """Where the first of some terms occurs in a raw body, as the index would have
     matched it: whole words (a prefix: a word start), any case, any accents; CJK as
-    written. One pattern per term over the lower-cased body, each starting with plain
-    letters where it can, so ``re`` scans for them at C speed; word starts are checked
-    on the few candidates. An ASCII body (most are) is searched with the terms' accents
-    taken off, which compiles in a fraction of the time of the accent-aware patterns."""
+    written. The body is lower-cased and its accented letters folded to their base
+    letters, one character for one so offsets stay put, and each term, folded the same
+    way, is one plain pattern: ``re`` scans for it at C speed, and word starts are
+    checked on the few candidates."""
 
     def __init__(self, terms: tuple[TextTerm, ...]) -> None:
-        self.terms = terms
+        self.patterns = [_anchor_pattern(t) for t in terms]
 
     def find(self, body: str) -> tuple[int, int] | None:
-        if body.isascii():
-            text = body.lower()
-            patterns = [p for t in self.terms if (p := _anchor_pattern(t, True)) is not None]
-        else:
-            text = body.lower()
+        text = body.lower()
+        if not body.isascii():
             if len(text) != len(body):  # a few letters lower-case to two: keep offsets aligned
                 text = "".join(c if len(c.lower()) != 1 else c.lower() for c in body)
-            patterns = [p for t in self.terms if (p := _anchor_pattern(t, False)) is not None]
+            text = text.translate(_fold_table())
         best: tuple[int, int] | None = None
-        for rx, word_start in patterns:
+        for rx, word_start in self.patterns:
             for m in rx.finditer(text):
                 if best is not None and m.start() >= best[0]:
                     break
@@ -669,23 +666,14 @@ def _anchor(terms: tuple[TextTerm, ...]) -> _Anchor:
 
 
 @functools.lru_cache(maxsize=4096)
-def _anchor_pattern(term: TextTerm, ascii_body: bool) -> tuple[re.Pattern[str], bool] | None:
-    """The pattern of ``term`` and whether a match must start a word; for an ASCII body
-    (``ascii_body``), ``None`` when the term cannot occur in one (it has CJK in it)."""
+def _anchor_pattern(term: TextTerm) -> tuple[re.Pattern[str], bool]:
+    """The pattern of ``term`` over a folded body, and whether a match must start a word."""
     pieces: list[tuple[str, bool]] = []  # (regex, is CJK)
     for word in _WORD.findall(unicodedata.normalize("NFC", term.text)):
         for k, piece in enumerate(_CJK_SPLIT.split(word)):
-            if not piece:
-                continue
-            low = piece.lower()
-            if k % 2:
-                if ascii_body:
-                    return None
-                pieces.append((re.escape(low), True))
-            elif ascii_body:
-                pieces.append((re.escape("".join(map(_fold, low))), False))
-            else:
-                pieces.append(("".join(map(_letter, low)), False))
+            if piece:
+                low = piece.lower()
+                pieces.append((re.escape(low), True) if k % 2 else (re.escape(low.translate(_fold_table())), False))
     out = []
     for i, (rx, cjk) in enumerate(pieces):
         if i:
@@ -696,19 +684,17 @@ def _anchor_pattern(term: TextTerm, ascii_body: bool) -> tuple[re.Pattern[str], 
     return re.compile("".join(out)), not pieces[0][1]
 
 
-def _letter(ch: str) -> str:
-    """A character class of ``ch`` and every letter that differs from it only by accents."""
-    variants = _accent_variants().get(_fold(ch))
-    if not variants:
-        return re.escape(ch)
-    return "[" + "".join(re.escape(v) for v in sorted(variants | {ch})) + "]"
-
-
 def _fold(ch: str) -> str:
     low = ch.lower()
     if len(low) != 1:
         low = ch
     return unicodedata.normalize("NFD", low)[0]
+
+
+@functools.cache
+def _fold_table() -> dict[int, str]:
+    """``str.translate`` table: each lower-case letter with accents → its base letter."""
+    return {ord(v): base for base, variants in _accent_variants().items() for v in variants if v != base}
 
 
 @functools.cache
