@@ -98,27 +98,25 @@ def serve(home: Path, workers: int = 1) -> None:
     from noteloom.app import access_token, open_app
     from noteloom.config import load_settings
     from noteloom.web.app import create_web_app
-    from noteloom.web.listen import listen_socket
+    from noteloom.web.listen import listen_sockets
 
     app = open_app(load_settings({"NOTELOOM_HOME": str(home)}))
     token = access_token(app)
-    sock = listen_socket("127.0.0.1", 0)  # connections queue from now on, before uvicorn is up
-    print(f"LISTENING {sock.getsockname()[1]} {token}", flush=True)
+    # Connections queue from now on, before uvicorn is up.
+    socks = listen_sockets("127.0.0.1", 0, workers)
+    print(f"LISTENING {socks[0].getsockname()[1]} {token}", flush=True)
     if workers > 1:
         # As `noteloom serve --workers N` runs: each process opens the workspace itself.
-        from uvicorn.supervisors import Multiprocess
+        from noteloom.web.workers import Supervisor
 
         app.close()
         # The MCP path is measured, not background indexing of 100,000 notes.
         (home / "noteloom.toml").write_text("[embeddings]\nenabled = false\n", encoding="utf-8")
         os.environ["NOTELOOM_HOME"] = str(home)
-        config = uvicorn.Config(
-            "noteloom.web.app:served_app", factory=True, workers=workers, log_level="warning", access_log=False
-        )
-        Multiprocess(config, sockets=[sock]).run()
+        Supervisor(socks, "noteloom.web.app:served_app", {"log_level": "warning", "access_log": False}).run()
         return
     config = uvicorn.Config(create_web_app(app), log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(config).run(sockets=socks)
 
 
 class Server:

@@ -219,6 +219,20 @@ def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path
             assert r.status_code in (200, 201), r.text
         listed = {n["title"] for n in _all_notes(port, auth)}
         assert {f"n{i}" for i in range(20)} <= listed
+        # A worker that dies is replaced, and the server keeps answering.
+        workers = [pid for pid in children if "spawn_main" in _cmdline(pid)]
+        assert len(workers) == 2, [_cmdline(pid) for pid in children]
+        os.kill(workers[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while True:
+            now = [pid for pid in _children(proc.pid) if "spawn_main" in _cmdline(pid) and _alive(pid)]
+            if len(now) == 2 and workers[0] not in now:
+                break
+            assert time.monotonic() < deadline, "the dead worker was not replaced"
+            time.sleep(0.1)
+        children = list({*children, *now})
+        for _ in range(10):  # fresh connections reach both sockets, the new worker's too
+            assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", headers=auth, timeout=10).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx2 as httpx
 import pytest
 
@@ -120,6 +122,46 @@ async def test_served_connections_send_without_waiting_for_acks() -> None:
             await asyncio.sleep(0.01)
         writer.close()
     assert seen and seen[0] != 0
+
+
+def test_a_group_of_sockets_shares_one_port_and_the_kernel_spreads_connections_over_them() -> None:
+    """One socket per server process (``serve --workers N``): new connections are spread
+    over the group, where one shared socket gave a burst of them to one process."""
+    import select
+    import socket
+
+    from noteloom.errors import ConfigError
+    from noteloom.web.listen import listen_socket, listen_sockets
+
+    group = listen_sockets("127.0.0.1", 0, 2)
+    port = group[0].getsockname()[1]
+    clients: list[socket.socket] = []
+    try:
+        assert [s.getsockname()[1] for s in group] == [port, port]
+        for _ in range(32):
+            clients.append(socket.create_connection(("127.0.0.1", port)))
+        accepted = [0, 0]
+        for s in group:
+            s.setblocking(False)
+        deadline = time.monotonic() + 5
+        while sum(accepted) < 32 and time.monotonic() < deadline:
+            ready, _, _ = select.select(group, [], [], 0.1)
+            for s in ready:
+                conn, _ = s.accept()
+                conn.close()
+                accepted[group.index(s)] += 1
+        assert sum(accepted) == 32
+        assert min(accepted) > 0, accepted
+        # The port is taken: neither a plain server nor another group may join it.
+        with pytest.raises(ConfigError, match="in use"):
+            listen_socket("127.0.0.1", port)
+        with pytest.raises(ConfigError, match="in use"):
+            listen_sockets("127.0.0.1", port, 2)
+    finally:
+        for c in clients:
+            c.close()
+        for s in group:
+            s.close()
 
 
 def test_a_port_in_use_is_a_clear_error() -> None:

@@ -206,6 +206,7 @@ def create_db_engine(url: str) -> Engine:
             # than 2 MiB, which made a filtered search twice as slow. Pages are taken only
             # as they are read.
             cur.execute("PRAGMA cache_size=-65536")
+            cur.execute("PRAGMA mmap_size=1073741824")
             cur.close()
             # The keyword index triggers (migration 0002) call it on every write to a note.
             dbapi_conn.create_function(INDEX_TEXT_SQL, 1, index_text, deterministic=True)

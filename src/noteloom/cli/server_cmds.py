@@ -48,13 +48,14 @@ def register(app: typer.Typer) -> None:
         from noteloom.config import load_settings
         from noteloom.semantic import index_worker
         from noteloom.web.app import create_web_app
-        from noteloom.web.listen import listen_socket
+        from noteloom.web.listen import listen_sockets
+        from noteloom.web.workers import Supervisor
 
         with opened(home) as a:
             settings = load_settings(data_dir=home, host=host, port=port)
             token = access_token(a)
-            sock = listen_socket(settings.host, settings.port)
-            bound_port = sock.getsockname()[1]
+            socks = listen_sockets(settings.host, settings.port, workers)
+            bound_port = socks[0].getsockname()[1]
             shown = "localhost" if settings.host in ("127.0.0.1", "::1", "localhost") else settings.host
             base = f"http://{shown}:{bound_port}"
             typer.echo(f"noteloom is serving the workspace in {a.settings.data_dir}")
@@ -67,20 +68,22 @@ def register(app: typer.Typer) -> None:
                     log_level="warning",
                     timeout_graceful_shutdown=5,
                 )
-                with sock:
-                    uvicorn.Server(config).run(sockets=[sock])
+                with socks[0]:
+                    uvicorn.Server(config).run(sockets=socks)
                 return
         # Several processes: each opens the workspace itself (the settings travel in the
-        # environment), and uvicorn's supervisor restarts one that dies.
-        from uvicorn.supervisors import Multiprocess
-
+        # environment) and serves on a socket of its own; see noteloom.web.workers.
         os.environ["NOTELOOM_HOME"] = str(settings.data_dir)
-        config = uvicorn.Config(
-            "noteloom.web.app:served_app", factory=True, workers=workers,
-            log_level="warning", timeout_graceful_shutdown=5,
+        supervisor = Supervisor(
+            socks, "noteloom.web.app:served_app", {"log_level": "warning", "timeout_graceful_shutdown": 5}
         )
-        with sock:
-            Multiprocess(config, sockets=[sock]).run()
+        try:
+            supervisor.run()
+        finally:
+            for sock in socks:
+                sock.close()
+        if supervisor.failed:
+            raise typer.Exit(1)
 
 
 def _safe_url(url: str) -> str:
