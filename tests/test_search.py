@@ -581,3 +581,12 @@ def test_a_note_with_a_huge_vocabulary_is_saved_and_found_by_its_beginning(any_w
     any_ws.create_note("huge", "aardvark " + words)
     assert found(any_ws, "aardvark") == {"huge"}
     assert found(any_ws, "w0000001x") == {"huge"}
+
+
+@given(text=st.text(alphabet=st.sampled_from(["a", "b", " ", "\t", "\n", "\u00a0", "\u2003", "\r", "é", "\x0b", "\x1c"]), max_size=40))
+def test_snippet_whitespace_collapsing_is_exactly_one_space_per_run(text: str) -> None:
+    import re
+
+    from noteloom.search import _collapse_spaces
+
+    assert _collapse_spaces(text) == re.sub(r"\s+", " ", text)
