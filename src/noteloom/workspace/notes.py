@@ -243,23 +243,36 @@ class Notes(Notebooks):
         With ``notebook_ids``, only notes in those notebooks count.
         """
         t, nt, n = db.tags, db.note_tags, db.notes
-        where = [n.c.deleted_time.is_(None)]
-        if notebook_ids is not None:
-            where.append(n.c.notebook_id.in_(list(notebook_ids)))
-        counts = (
-            sa.select(nt.c.tag_id, sa.func.count().label("cnt"))
-            .select_from(nt.join(n, n.c.id == nt.c.note_id))
-            .where(*where)
-            .group_by(nt.c.tag_id)
-            .subquery()
-        )
-        q = (
-            sa.select(t.c.id, t.c.title, sa.func.coalesce(counts.c.cnt, 0).label("cnt"))
-            .select_from(t.outerjoin(counts, counts.c.tag_id == t.c.id))
-            .order_by(t.c.title_key)
-        )
         with self._r(conn) as c:
-            tags = [Tag(r.id, r.title, int(r.cnt)) for r in c.execute(q)]
+            if notebook_ids is None:
+                # Every tagging, less those of notes in the trash (few): both read indexes
+                # only, where joining every tagging to its note read ~80,000 rows of notes
+                # (120 ms at 100,000 notes).
+                counts: dict[str, int] = dict(
+                    c.execute(sa.select(nt.c.tag_id, sa.func.count()).group_by(nt.c.tag_id)).tuples().all()
+                )
+                # Trash times are "now" in epoch milliseconds, so ">= 0" is "in the trash";
+                # as a range, SQLite (which keeps no statistics) reads it from the index on
+                # deleted_time, where IS NOT NULL made it scan every tagging instead.
+                in_trash = sa.select(n.c.id).where(n.c.deleted_time >= 0)
+                gone = c.execute(
+                    sa.select(nt.c.tag_id, sa.func.count())
+                    .where(nt.c.note_id.in_(in_trash))
+                    .group_by(nt.c.tag_id)
+                ).tuples()
+                for tag_id, k in gone:
+                    counts[tag_id] -= k
+            else:
+                counts = dict(
+                    c.execute(
+                        sa.select(nt.c.tag_id, sa.func.count())
+                        .select_from(nt.join(n, n.c.id == nt.c.note_id))
+                        .where(n.c.deleted_time.is_(None), n.c.notebook_id.in_(list(notebook_ids)))
+                        .group_by(nt.c.tag_id)
+                    ).tuples().all()
+                )
+            rows = c.execute(sa.select(t.c.id, t.c.title).order_by(t.c.title_key)).all()
+        tags = [Tag(r.id, r.title, int(counts.get(r.id, 0))) for r in rows]
         return [x for x in tags if x.note_count > 0] if used_only else tags
 
     def ensure_tag(self, title: str, *, id: str | None = None, conn: Connection | None = None) -> Tag:
