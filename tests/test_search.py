@@ -422,6 +422,47 @@ def test_filter_only_queries_give_the_same_pages_however_sqlite_drives_them(
     assert all(results[0][:3])
 
 
+def test_filtered_text_queries_give_the_same_pages_from_a_window_of_best_matches_as_from_all(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filtered text query first checks only the best matches (``_WINDOW``); pages must be
+    the same as when every match is joined to its note, ties and paging included."""
+    import noteloom.search as search
+
+    base = local_ms(2024, 1, 1)
+    book = ws.create_notebook("Book")
+    for i in range(60):
+        words = " ".join(["alpha"] * (1 + i % 4) + ["beta"] * (i % 3) + ["filler"] * (i % 7))
+        ws.create_note(
+            f"n{i}", words, book.id if i % 5 == 0 else None, tags=["red"] if i % 3 == 0 else [],
+            is_todo=i % 2 == 0, updated_time=base + (i % 9) * DAY, created_time=base,
+        )
+    queries = ["alpha type:todo", "alpha tag:red", "alpha -beta type:note", "alph* type:todo", "beta notebook:book",
+               "alpha beta -tag:red", "alpha iscompleted:0"]
+
+    def pages() -> list[list[str]]:
+        return [[h.id for off in (0, 3, 7, 20) for h in search_notes(ws, q, limit=4, offset=off)] for q in queries]
+
+    monkeypatch.setattr(search._Plan, "_sqlite_window_page", lambda *a, **k: None)
+    every = pages()
+    monkeypatch.undo()
+    settled = []
+    real = search._Plan._sqlite_window_page
+
+    def counting(self: search._Plan, *args: object) -> object:
+        out = real(self, *args)  # type: ignore[arg-type]
+        settled.append(out is not None)
+        return out
+
+    monkeypatch.setattr(search._Plan, "_sqlite_window_page", counting)
+    monkeypatch.setattr(search, "_WINDOW_PER_ROW", 0)
+    for window in (1, 6, 12, 25, 10**6):  # settled by the window, falling back, or all in it
+        monkeypatch.setattr(search, "_WINDOW", window)
+        assert pages() == every, window
+    assert any(settled) and not all(settled)  # both ways were taken
+    assert all(every)
+
+
 # -- the trash and keeping the index in step -------------------------------------------------------
 
 
