@@ -2,11 +2,12 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.bench_mcp [--notes 100000] [--clients 8] [--seconds 10]
+    .venv/bin/python -m bench.bench_mcp [--notes 100000] [--clients 8] [--seconds 10] [--workers N]
 
 A workspace of ``--notes`` notes from ``bench.corpus`` is built once and kept under
 ``bench/.out/`` (``--rebuild`` makes it anew). ``noteloom``'s web app then serves it
-from a child process (so the server does not share the GIL with the load), and
+from a child process (so the server does not share the GIL with the load) — by default
+one process per core, as ``noteloom serve --workers N`` runs — and
 ``--clients`` concurrent keep-alive connections send JSON-RPC ``tools/call`` requests
 for ``search_notes`` (queries drawn from the corpus vocabulary) and ``read_note``
 (random notes, the default 8,000-character cap), one scenario after the other.
@@ -280,7 +281,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="Measured seconds per scenario.")
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--rebuild", action="store_true", help="Build the workspace anew.")
-    parser.add_argument("--workers", type=int, default=1, help="Server processes (noteloom serve --workers).")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1,
+        help="Server processes, as `noteloom serve --workers N` (default: one per core, as the README advises).",
+    )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(sys.argv[1:])
     if args.serve:

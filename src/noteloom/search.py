@@ -380,7 +380,9 @@ class _Plan:
             return found
         ranked = self._fts_ranked(required).order_by(_fts.c.rank)
         want = offset + limit
-        fetch = want + 1
+        # Some room past the page: rows tied on rank across its end must all be seen, and
+        # every further try ranks every match again (1 search in 20 needed one on the bench).
+        fetch = max(want + 1, 2 * want + 8)
         while True:
             stmt = ranked.limit(fetch) if required else self._fts_top(fetch)
             rows = list(self.conn.execute(stmt))
