@@ -147,9 +147,7 @@ def search_notes(
         bodies: dict[int, str] = {}
         if rows and q.body_terms:
             seqs = [r.seq for r in rows]
-            bodies = {
-                r.seq: r.body for r in c.execute(sa.select(_n.c.seq, _n.c.body).where(_n.c.seq.in_(seqs)))
-            }
+            bodies = {r.seq: r.body for r in c.execute(_BODIES, {"seqs": seqs})}
     anchor = _anchor(q.body_terms) if q.body_terms else None
     return [_hit(r, bodies.get(r.seq, ""), anchor) for r in rows]
 
@@ -191,6 +189,23 @@ class _Row:
 
 
 _COLUMNS = (_n.c.seq, _n.c.id, _n.c.title, _n.c.notebook_id, _n.c.updated_time)
+
+# The statements every search runs, built once (building one costs about as much as
+# running it for a rare word): the best ``fetch`` matches by the index alone, those
+# joined to their notes, and the bodies of a page.
+_TOP = (
+    sa.select(_fts.c.rowid, _BM25.label("rank"))
+    .where(_FTS_TABLE.match(sa.bindparam("fts_text")))
+    .order_by(sa.literal_column("rank"))
+    .limit(sa.bindparam("fetch"))
+)
+_TOP_SUB = _TOP.subquery("top")
+_TOP_PAGE = (
+    sa.select(*_COLUMNS, _TOP_SUB.c.rank)
+    .select_from(_TOP_SUB.join(_n, _n.c.seq == _TOP_SUB.c.rowid))
+    .order_by(_TOP_SUB.c.rank)
+)
+_BODIES = sa.select(_n.c.seq, _n.c.body).where(_n.c.seq.in_(sa.bindparam("seqs", expanding=True)))
 
 
 def _row(r: Any, score: float) -> _Row:
@@ -359,21 +374,10 @@ class _Plan:
             .where(_FTS_TABLE.match(self._fts_text()), *required)
         )
 
-    def _fts_top(self, fetch: int) -> sa.Select[Any]:
+    def _fts_top(self, fetch: int) -> sa.CursorResult[Any]:
         """The ``fetch`` best text matches, ranked by the index alone and only then
         joined to their notes: with no filter to check, the other matches are never read."""
-        top = (
-            sa.select(_fts.c.rowid, _BM25.label("rank"))
-            .where(_FTS_TABLE.match(self._fts_text()))
-            .order_by(sa.literal_column("rank"))
-            .limit(fetch)
-            .subquery("top")
-        )
-        return (
-            sa.select(*_COLUMNS, top.c.rank)
-            .select_from(top.join(_n, _n.c.seq == top.c.rowid))
-            .order_by(top.c.rank)
-        )
+        return self.conn.execute(_TOP_PAGE, {"fts_text": self._fts_text(), "fetch": fetch})
 
     def _sqlite_page(self, required: list[ColumnElement[bool]], limit: int, offset: int) -> list[_Row]:
         if required and (found := self._sqlite_window_page(required, limit, offset)) is not None:
@@ -384,8 +388,8 @@ class _Plan:
         # every further try ranks every match again (1 search in 20 needed one on the bench).
         fetch = max(want + 1, 2 * want + 8)
         while True:
-            stmt = ranked.limit(fetch) if required else self._fts_top(fetch)
-            rows = list(self.conn.execute(stmt))
+            result = self.conn.execute(ranked.limit(fetch)) if required else self._fts_top(fetch)
+            rows: list[Any] = list(result)
             # Rows tied on rank across the end of the page must all be seen to order them.
             if len(rows) < fetch or rows[-1].rank != rows[want - 1].rank:
                 break
@@ -409,12 +413,7 @@ class _Plan:
         """
         want = offset + limit
         size = max(_WINDOW, _WINDOW_PER_ROW * (want + 1))
-        window = self.conn.execute(
-            sa.select(_fts.c.rowid, _BM25.label("rank"))
-            .where(_FTS_TABLE.match(self._fts_text()))
-            .order_by(sa.literal_column("rank"))
-            .limit(size)
-        ).all()
+        window = self.conn.execute(_TOP, {"fts_text": self._fts_text(), "fetch": size}).all()
         rank_of = {w.rowid: w.rank for w in window}
         rows = [
             _row(r, -float(rank_of[r.seq]))
