@@ -32,6 +32,12 @@ from noteloom.workspace.model import (
 from noteloom.workspace.notebooks import Notebooks
 from noteloom.workspace.store import _chunks
 
+_PLACES = (
+    sa.select(db.notes.c.id, db.notebooks.c.title, db.notes.c.source_url != "")
+    .select_from(db.notes.join(db.notebooks, db.notebooks.c.id == db.notes.c.notebook_id))
+    .where(db.notes.c.id.in_(sa.bindparam("ids", expanding=True)))
+)
+
 
 class Notes(Notebooks):
     """Notes (each lives in a notebook), tags, revisions and attachments."""
@@ -146,6 +152,14 @@ class Notes(Notebooks):
             return set(
                 c.execute(sa.select(n.c.id).where(n.c.id.in_(list(note_ids)), n.c.source_url != "")).scalars()
             )
+
+    def places(self, note_ids: Collection[str], *, conn: Connection | None = None) -> dict[str, tuple[str, bool]]:
+        """For each of ``note_ids``: its notebook's title, and whether it came from outside
+        the user's own writing (has a source URL). One query, for a page of search hits."""
+        if not note_ids:
+            return {}
+        with self._r(conn) as c:
+            return {r[0]: (r[1], bool(r[2])) for r in c.execute(_PLACES, {"ids": list(note_ids)})}
 
     def count_notes(self, *, conn: Connection | None = None) -> int:
         with self._r(conn) as c:

@@ -78,15 +78,14 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
             limit=limit + 1, offset=offset, notebook_ids=scoped, conn=c,
         ).hits
         page = hits[:limit]
-        titles = notebook_titles(ctx, c, {h.notebook_id for h in page})
-        clipped = ws.clipped_ids([h.id for h in page], conn=c)
+        places = ws.places([h.id for h in page], conn=c)
     results = []
     for h in page:
         row: dict[str, Any] = {
             "id": h.id,
             "title": h.title,
             "notebook_id": h.notebook_id,
-            "notebook": titles.get(h.notebook_id, ""),
+            "notebook": places.get(h.id, ("", False))[0],
             "updated_time": iso(h.updated_time),
             "snippet": h.snippet,
         }
@@ -97,6 +96,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
     payload: dict[str, Any] = {"results": results, "has_more": len(hits) > limit}
     if len(hits) > limit:
         payload["next_offset"] = offset + limit
+    clipped = any(place[1] for place in places.values())
     return ToolResult(payload, untrusted=True) if clipped else payload
 
 
