@@ -350,20 +350,26 @@ async def test_content_type_accept_and_protocol_header_are_checked(rpc: Rpc) -> 
 
 
 @pytest.mark.anyio
-async def test_a_revoked_token_is_refused_once_the_short_trust_window_has_passed(
-    rpc: Rpc, monkeypatch: pytest.MonkeyPatch
+async def test_a_revoked_token_is_refused_at_once_on_sqlite_and_after_a_short_trust_window_on_postgresql(
+    any_app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from noteloom.web import auth
 
     now = [1000.0]
     monkeypatch.setattr(auth.time, "monotonic", lambda: now[0])
+    rpc = Rpc(any_app)
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    assert (await rpc.post(ping)).status_code == 200
-    owner = rpc.app.workspace.ensure_owner()
-    rpc.app.workspace.create_token(owner.id, revoke_others=True)  # as `noteloom token --new` elsewhere would
-    assert (await rpc.post(ping)).status_code == 200  # still trusted for a moment: no query per request
-    now[0] += auth.TOKEN_CACHE_SECONDS + 0.1
-    assert (await rpc.post(ping)).status_code == 401
+    async with rpc.http:
+        assert (await rpc.post(ping)).status_code == 200
+        assert (await rpc.post(ping)).status_code == 200  # trusted: no query per request
+        owner = any_app.workspace.ensure_owner()
+        any_app.workspace.create_token(owner.id, revoke_others=True)  # as `noteloom token --new` elsewhere would
+        if any_app.engine.dialect.name == "sqlite":  # anyone's commit ends the trust
+            assert (await rpc.post(ping)).status_code == 401
+        else:
+            assert (await rpc.post(ping)).status_code == 200  # still trusted for a moment
+            now[0] += auth.TOKEN_CACHE_SECONDS + 0.1
+            assert (await rpc.post(ping)).status_code == 401
 
 
 @pytest.mark.anyio
@@ -378,3 +384,20 @@ async def test_a_session_of_calls_on_sqlite_and_postgresql(any_app: App) -> None
         assert hit["id"] == made["structuredContent"]["id"] and hit["section"] == "1"
         section = await client.tool("read_note", {"id": hit["id"], "section": hit["section"]})
         assert section["structuredContent"]["body"] == "# Part\nsunflower seeds"
+
+
+@pytest.mark.anyio
+async def test_a_tool_disabled_by_another_process_is_gone_from_the_next_request(rpc: Rpc) -> None:
+    """The server keeps the tool settings it read while nobody commits; a change made
+    elsewhere (`noteloom tools disable` runs in a process of its own) shows at once."""
+    listed = await rpc.call("tools/list")
+    assert "search_notes" in {t["name"] for t in listed["result"]["tools"]}
+    other = open_app(load_settings({"NOTELOOM_HOME": str(rpc.app.settings.data_dir)}), load_entry_points=False)
+    try:
+        other.registry.set_enabled(other.workspace, "search_notes", False)
+    finally:
+        other.close()
+    listed = await rpc.call("tools/list")
+    assert "search_notes" not in {t["name"] for t in listed["result"]["tools"]}
+    called = await rpc.call("tools/call", {"name": "search_notes", "arguments": {"query": "x"}})
+    assert called["error"]["code"] == -32602

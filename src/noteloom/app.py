@@ -44,6 +44,7 @@ class App:
         )
 
     def close(self) -> None:
+        self.workspace.data_version.close()
         self.engine.dispose()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -220,6 +221,42 @@ def create_db_engine(url: str) -> Engine:
     if url.startswith("postgresql"):
         return sa.create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
     raise StorageError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql+psycopg://…")
+
+
+class DataVersion:
+    """A number that changes whenever anyone commits to the database, from any process:
+    what a process read at one value is still true while the value holds.
+
+    SQLite's ``PRAGMA data_version`` on a connection of its own, which only ever asks
+    this (a few microseconds, no transaction of note: cheap enough for the event loop).
+    ``None`` where that is not known (PostgreSQL, an in-memory database): callers then
+    read afresh or fall back to a time limit.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        database = engine.url.database
+        self._path = (
+            database
+            if engine.dialect.name == "sqlite" and database and database != ":memory:" and "mode=memory" not in database
+            else None
+        )
+        self._dbapi: Any = engine.dialect.dbapi
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def current(self) -> int | None:
+        if self._path is None:
+            return None
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._dbapi.connect(self._path, check_same_thread=False, isolation_level=None)
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
 
 def _sqlite_module() -> dict[str, Any]:

@@ -119,8 +119,21 @@ class McpServer:
         self.server_info = mt.Implementation(name="noteloom", title="noteloom", version=__version__)
         self.capabilities = mt.ServerCapabilities(tools=mt.ToolsCapability(list_changed=False))
         self._tool_wire: dict[str, dict[str, Any]] = {}
+        self._kept: tuple[int, Preflight] | None = None  # (data version, what was read then)
 
     # -- entry points ---------------------------------------------------------------------
+
+    async def current_preflight(self) -> Preflight:
+        """:meth:`preflight`, kept while nobody has committed since it was read (SQLite
+        says so for a few microseconds on the event loop; elsewhere it is read each time)."""
+        version = self.app.workspace.data_version.current()
+        kept = self._kept
+        if version is not None and kept is not None and kept[0] == version:
+            return kept[1]
+        pre = await to_thread.run_sync(self.preflight)
+        if version is not None:  # taken before the read: a commit in between only costs a re-read
+            self._kept = (version, pre)
+        return pre
 
     def preflight(self) -> Preflight:
         """Read what a request needs to know up front (blocking: call it in a worker thread)."""

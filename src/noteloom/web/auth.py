@@ -27,9 +27,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 COOKIE = "noteloom_token"
 PUBLIC_PATHS = frozenset({"/health"})
-#: How long a token found valid is trusted without asking the database again. Checking costs
-#: a query and a thread hop on every request (a third of a small MCP call); the price is that
-#: a token revoked by another process keeps working here for up to this long.
+#: How long a token found valid is trusted without asking the database again, where the
+#: database cannot say cheaply whether anything changed (PostgreSQL). Checking costs a query
+#: and a thread hop on every request (a third of a small MCP call); the price is that a
+#: token revoked by another process keeps working here for up to this long. On SQLite a
+#: token is trusted only until anyone commits anything, so a revocation holds at once.
 TOKEN_CACHE_SECONDS = 5.0
 
 
@@ -59,7 +61,8 @@ class TokenAuth:
     def __init__(self, app: ASGIApp, workspace: Workspace) -> None:
         self.app = app
         self.workspace = workspace
-        self._valid: dict[str, tuple[User, float]] = {}  # token -> (user, trusted until)
+        # token -> (user, trusted until, data version when checked)
+        self._valid: dict[str, tuple[User, float, int | None]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
@@ -67,9 +70,11 @@ class TokenAuth:
             return
         token, from_query = token_from_scope(scope)
         cached = self._valid.get(token) if token else None
-        if cached is not None and cached[1] > time.monotonic():
+        version = self.workspace.data_version.current() if cached is not None else None
+        if cached is not None and (cached[2] == version if version is not None else cached[1] > time.monotonic()):
             user = cached[0]
         else:
+            version = self.workspace.data_version.current()
             try:
                 user = await to_thread.run_sync(self.workspace.verify_token, token)
             except AuthError as exc:
@@ -77,7 +82,7 @@ class TokenAuth:
                 return
             if len(self._valid) > 256:  # only a few tokens are ever live; never let junk pile up
                 self._valid.clear()
-            self._valid[token or ""] = (user, time.monotonic() + TOKEN_CACHE_SECONDS)
+            self._valid[token or ""] = (user, time.monotonic() + TOKEN_CACHE_SECONDS, version)
         scope.setdefault("state", {})["user"] = user
         if not from_query or scope["type"] != "http":
             await self.app(scope, receive, send)

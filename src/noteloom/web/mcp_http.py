@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
-from anyio import to_thread
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
@@ -42,7 +41,7 @@ def install(api: FastAPI, app: App) -> None:
             return _error(403, INVALID_REQUEST, f"Forbidden: requests from origin {origin!r} are not allowed")
         if request.method != "POST":
             return _error(405, INVALID_REQUEST, "Method Not Allowed: send JSON-RPC with POST", headers=_ALLOW)
-        pre = await to_thread.run_sync(server.preflight)
+        pre = await server.current_preflight()
         if not pre.enabled:
             return _error(403, INVALID_REQUEST, DISABLED_MESSAGE)
         ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()

@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from noteloom.accounts import Accounts, User
+from noteloom.db import DataVersion
 from noteloom.workspace.changes import ChangeKind, record_change
 from noteloom.workspace.model import (
     DEFAULT_NOTEBOOK_TITLE,
@@ -58,3 +59,5 @@ class Workspace(Trash, Notes, Notebooks, Accounts):
         self.engine = engine
         self.data_dir = data_dir
         self.attachments_dir = data_dir / "attachments"
+        #: Changes whenever anyone commits (``None``: not known here); see ``db.DataVersion``.
+        self.data_version = DataVersion(engine)
