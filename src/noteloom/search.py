@@ -106,6 +106,8 @@ class SearchHit:
     outline and ``read_note`` address it, and ``section_heading`` its heading
     (``""`` for section ``"0"``); both are ``None`` when no body word anchors the hit.
     ``score`` is higher for better matches (0.0 for queries made only of filters).
+    ``notebook`` is the title of the note's notebook, and ``clipped`` whether the note
+    came from outside the user's own writing (it has a source URL).
     """
 
     id: str
@@ -116,6 +118,8 @@ class SearchHit:
     section: str | None
     section_heading: str | None
     score: float
+    notebook: str = ""
+    clipped: bool = False
 
 
 def search_notes(
@@ -144,12 +148,13 @@ def search_notes(
         return []
     with _reading(ws, conn) as c:
         rows = _Plan(c, q, notebook_ids).page(limit, offset)
-        bodies: dict[int, str] = {}
-        if rows and q.body_terms:
-            seqs = [r.seq for r in rows]
-            bodies = {r.seq: r.body for r in c.execute(_BODIES, {"seqs": seqs})}
+        # The page's bodies (when a word can anchor a snippet), notebooks and sources.
+        page = {
+            r.seq: (r.body, r.notebook, bool(r.clipped))
+            for r in (c.execute(_PAGE_BODIES if q.body_terms else _PAGE, {"seqs": [r.seq for r in rows]}) if rows else ())
+        }
     anchor = _anchor(q.body_terms) if q.body_terms else None
-    return [_hit(r, bodies.get(r.seq, ""), anchor) for r in rows]
+    return [_hit(r, *page.get(r.seq, ("", "", False)), anchor) for r in rows]
 
 
 def count_matches(
@@ -205,7 +210,15 @@ _TOP_PAGE = (
     .select_from(_TOP_SUB.join(_n, _n.c.seq == _TOP_SUB.c.rowid))
     .order_by(_TOP_SUB.c.rank)
 )
-_BODIES = sa.select(_n.c.seq, _n.c.body).where(_n.c.seq.in_(sa.bindparam("seqs", expanding=True)))
+_PAGE = (
+    sa.select(_n.c.seq, sa.literal("").label("body"), db.notebooks.c.title.label("notebook"),
+              (_n.c.source_url != "").label("clipped"))
+    .select_from(_n.join(db.notebooks, db.notebooks.c.id == _n.c.notebook_id))
+    .where(_n.c.seq.in_(sa.bindparam("seqs", expanding=True)))
+)
+_PAGE_BODIES = _PAGE.with_only_columns(
+    _n.c.seq, _n.c.body, db.notebooks.c.title.label("notebook"), (_n.c.source_url != "").label("clipped")
+)
 
 
 def _row(r: Any, score: float) -> _Row:
@@ -602,25 +615,18 @@ _outlines: OrderedDict[tuple[str, int, int, int], tuple[outline.Section, ...]] =
 _outlines_lock = threading.Lock()
 
 
-def _hit(row: _Row, body: str, anchor: _Anchor | None) -> SearchHit:
-    if anchor is None:
-        return SearchHit(row.id, row.title, row.notebook_id, row.updated_time, "", None, None, row.score)
-    span = anchor.find(body)
-    if span is None:  # the words matched the title only
-        return SearchHit(
-            row.id, row.title, row.notebook_id, row.updated_time, _snippet(body, 0, 0), None, None, row.score
-        )
-    start, end = span
-    sec = _section_at(row, body, start)
+def _hit(row: _Row, body: str, notebook: str, clipped: bool, anchor: _Anchor | None) -> SearchHit:
+    snippet, section, heading = "", None, None
+    if anchor is not None:
+        span = anchor.find(body)
+        if span is None:  # the words matched the title only
+            snippet = _snippet(body, 0, 0)
+        else:
+            start, end = span
+            sec = _section_at(row, body, start)
+            snippet, section, heading = _snippet(body, start, end), sec.path, sec.heading
     return SearchHit(
-        row.id,
-        row.title,
-        row.notebook_id,
-        row.updated_time,
-        _snippet(body, start, end),
-        sec.path,
-        sec.heading,
-        row.score,
+        row.id, row.title, row.notebook_id, row.updated_time, snippet, section, heading, row.score, notebook, clipped
     )
 
 

@@ -38,6 +38,10 @@ class NoteHit:
     score: float
     #: Which ranking found it: ``keyword``, ``semantic`` or ``both``.
     found_by: str
+    #: The notebook's title and whether the note was clipped, when the ranking that
+    #: found it read them (keyword search does); ``None`` otherwise.
+    notebook: str | None = None
+    clipped: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ def fuse(query: str, keyword: Sequence[NoteHit], semantic: Sequence[NoteHit]) ->
         out.append(
             NoteHit(
                 hit.id, hit.title, hit.notebook_id, hit.updated_time, hit.snippet, hit.section,
-                hit.section_heading, round(scores[nid], 6), found,
+                hit.section_heading, round(scores[nid], 6), found, hit.notebook, hit.clipped,
             )
         )
     return out
@@ -164,7 +168,8 @@ def fuse(query: str, keyword: Sequence[NoteHit], semantic: Sequence[NoteHit]) ->
 
 def _from_keyword(h: Any, score: float) -> NoteHit:
     return NoteHit(
-        h.id, h.title, h.notebook_id, h.updated_time, h.snippet, h.section, h.section_heading, score, "keyword"
+        h.id, h.title, h.notebook_id, h.updated_time, h.snippet, h.section, h.section_heading, score, "keyword",
+        h.notebook, h.clipped,
     )
 
 

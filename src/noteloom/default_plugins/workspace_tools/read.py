@@ -78,7 +78,9 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
             limit=limit + 1, offset=offset, notebook_ids=scoped, conn=c,
         ).hits
         page = hits[:limit]
-        places = ws.places([h.id for h in page], conn=c)
+        # Keyword hits know their notebook and source already; semantic ones are looked up.
+        places = ws.places([h.id for h in page if h.notebook is None or h.clipped is None], conn=c)
+        places.update({h.id: (h.notebook, h.clipped) for h in page if h.notebook is not None and h.clipped is not None})
     results = []
     for h in page:
         row: dict[str, Any] = {
