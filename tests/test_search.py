@@ -631,3 +631,32 @@ def test_snippet_whitespace_collapsing_is_exactly_one_space_per_run(text: str) -
     from noteloom.search import _collapse_spaces
 
     assert _collapse_spaces(text) == re.sub(r"\s+", " ", text)
+
+
+def test_filter_only_queries_read_live_notes_newest_first_without_sorting_them_all(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter that is not selective enough to start from: SQLite (no statistics) must
+    read the index of live notes newest first. With a full index on ``deleted_time`` it
+    answered "not in the trash" through that and sorted every live note (70-130 ms at
+    100,000 notes)."""
+    import sqlalchemy as sa
+
+    import noteloom.search as search
+    from noteloom.query import parse_query
+
+    monkeypatch.setattr(search, "_DRIVE_LIMIT", 0)
+    ws.create_note("n", "x", tags=["important"])
+    trashed = ws.create_note("trashed", "x", tags=["important"])
+    ws.delete_note(trashed.id)
+    for query in ("tag:important", "created:day-30", "-created:2021", "type:todo"):
+        with ws.read() as c:
+            plan = search._Plan(c, parse_query(query), None)
+            stmt = (
+                sa.select(*search._COLUMNS).where(*plan._where())
+                .order_by(search._n.c.updated_time.desc(), search._n.c.id.desc()).limit(20)
+            )
+            sql = str(stmt.compile(c, compile_kwargs={"literal_binds": True}))
+            steps = " | ".join(r[3] for r in c.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+        assert "ix_notes_live_recent" in steps and "TEMP B-TREE FOR ORDER BY" not in steps, (query, steps)
+    assert [h.title for h in search_notes(ws, "tag:important")] == ["n"]

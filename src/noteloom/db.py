@@ -77,8 +77,12 @@ notes = sa.Table(
     sa.Column("source_url", sa.Text, nullable=False, default=""),
     sa.Column("created_time", MS, nullable=False),
     sa.Column("updated_time", MS, nullable=False, index=True),
-    sa.Column("deleted_time", MS, index=True),
+    sa.Column("deleted_time", MS),
     sa.Column("trash_batch", ID),
+    # Only notes in the trash (migration 0005): "not in the trash" goes through the index
+    # of live notes by recency (migration 0002) instead.
+    sa.Index("ix_notes_trashed", "deleted_time", sqlite_where=sa.text("deleted_time IS NOT NULL"),
+             postgresql_where=sa.text("deleted_time IS NOT NULL")),
 )
 
 tags = sa.Table(
