@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from noteloom.default_plugins.workspace_tools import (
-    TIME_SCHEMA,
+    HIT_PROPS,
     Books,
     input_schema_of,
     iso,
@@ -111,15 +111,8 @@ SEMANTIC_SEARCH_NOTES = ToolDef(
                 "type": "array",
                 "items": output_schema_of(
                     {
-                        "id": {"type": "string"},
-                        "title": {"type": "string"},
-                        "notebook_id": {"type": "string"},
-                        "notebook": {"type": "string"},
-                        "updated_time": TIME_SCHEMA,
-                        "section": {"type": "string"},
-                        "section_heading": {"type": "string"},
+                        **HIT_PROPS,
                         "heading_path": {"type": "array", "items": {"type": "string"}},
-                        "snippet": {"type": "string"},
                         "score": {"type": "number"},
                     },
                     ["id", "title", "notebook_id", "section", "snippet", "score"],

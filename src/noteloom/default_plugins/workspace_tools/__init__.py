@@ -36,6 +36,7 @@ from noteloom.default_plugins.workspace_tools.read import (
     text_page,
 )
 from noteloom.default_plugins.workspace_tools.schemas import (
+    HIT_PROPS,
     TIME_SCHEMA,
     input_schema_of,
     output_schema_of,
@@ -57,6 +58,7 @@ __all__ = [
     "CREATE_NOTE",
     "CREATE_NOTEBOOK",
     "DELETE_NOTE",
+    "HIT_PROPS",
     "LIST_NOTEBOOKS",
     "LIST_TAGS",
     "LIST_TRASH",

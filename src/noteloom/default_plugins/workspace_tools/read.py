@@ -7,6 +7,7 @@ from typing import Any
 
 from noteloom.default_plugins.workspace_tools.common import iso, note_meta, threaded, untrusted_if
 from noteloom.default_plugins.workspace_tools.schemas import (
+    HIT_PROPS,
     NOTE_ID,
     NOTE_META_PROPS,
     NOTE_META_REQUIRED,
@@ -128,19 +129,7 @@ SEARCH_NOTES = ToolDef(
         {
             "results": {
                 "type": "array",
-                "items": output_schema_of(
-                    {
-                        "id": {"type": "string"},
-                        "title": {"type": "string"},
-                        "notebook_id": {"type": "string"},
-                        "notebook": {"type": "string"},
-                        "updated_time": TIME_SCHEMA,
-                        "snippet": {"type": "string"},
-                        "section": {"type": "string"},
-                        "section_heading": {"type": "string"},
-                    },
-                    ["id", "title", "notebook_id", "updated_time", "snippet"],
-                ),
+                "items": output_schema_of(HIT_PROPS, ["id", "title", "notebook_id", "updated_time", "snippet"]),
             },
             "has_more": {"type": "boolean"},
             "next_offset": {"type": "integer"},

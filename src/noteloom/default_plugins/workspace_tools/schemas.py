@@ -51,6 +51,17 @@ def output_schema_of(props: dict[str, Any], required: Sequence[str] = ()) -> dic
     return {"type": "object", "properties": props, "required": list(required)}
 
 
+#: What every search hit carries (search_notes, semantic_search_notes).
+HIT_PROPS: dict[str, Any] = {
+    "id": {"type": "string"},
+    "title": {"type": "string"},
+    "notebook_id": {"type": "string"},
+    "notebook": {"type": "string"},
+    "updated_time": TIME_SCHEMA,
+    "snippet": {"type": "string"},
+    "section": {"type": "string"},
+    "section_heading": {"type": "string"},
+}
 NOTE_OUT = output_schema_of({**NOTE_META_PROPS, "body_length": {"type": "integer"}}, [*NOTE_META_REQUIRED, "body_length"])
 NOTEBOOK_OUT = output_schema_of(
     {
