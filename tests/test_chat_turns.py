@@ -449,3 +449,21 @@ async def test_the_models_reasoning_is_kept_and_shown_apart_from_the_answer(app:
         view = await chat.message(owner, sent.message_id)
     assert [e.data["text"] for e in events if e.kind == "thinking"] == ["The user wants a number."]
     assert view["thinking"] == "The user wants a number." and view["content"] == "42"
+
+
+async def test_a_turn_running_in_another_process_streams_through_this_one(any_app: App) -> None:
+    """As with ``serve --workers``: the stream is read where the turn does not run, so its
+    events come through the database, all of them, in order, and the stream ends."""
+    owner = any_app.workspace.ensure_owner()
+    scripted(any_app, [{"chunks": [f"w{i} " for i in range(30)], "chunk_delay": 0.005}])
+    other = open_app(load_settings({"NOTELOOM_HOME": str(any_app.settings.data_dir),
+                                    "NOTELOOM_DATABASE_URL": any_app.settings.database_url}), load_entry_points=False)
+    try:
+        async with running_chat(any_app) as runs, running_chat(other) as reads:
+            sent = await runs.send(owner, "count", controls={"model": "play:script"})
+            assert reads.runner.live.get(sent.message_id) is None  # not running over there
+            events = await collect(reads, owner, sent.message_id, timeout=20)
+    finally:
+        other.close()
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)) and events[-1].kind == "done"
+    assert "".join(e.data["text"] for e in events if e.kind == "text") == "".join(f"w{i} " for i in range(30))

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+import anyio
 from anyio import to_thread
 
 from noteloom import db
@@ -40,6 +41,9 @@ from noteloom.workspace import Note, User
 T = TypeVar("T")
 MESSAGE_MAX = 100_000
 SERVICE_KEY = "chat"
+#: How often a stream following a turn in another process asks SQLite whether anything
+#: was committed (a few microseconds each).
+NEWS_POLL_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -354,7 +358,27 @@ class ChatService:
                     yield event
                     last = event.seq
                 continue
-            await self.runner.live.wait_for_any(self.settings.cancel_poll)
+            await self._until_news(self.settings.cancel_poll)
+
+    async def _until_news(self, timeout: float) -> None:
+        """Until a turn starts in this process or anyone commits, at most ``timeout``.
+
+        A turn running in another process (``serve --workers``) is followed through the
+        database. Where the database can tell cheaply that something was committed
+        (SQLite's data version, checked every ``NEWS_POLL_SECONDS`` on the event loop),
+        its events show within that; elsewhere within ``timeout``."""
+        version = self.host.workspace.data_version
+        seen = version.current()
+        if seen is None:
+            await self.runner.live.wait_for_any(timeout)
+            return
+        deadline = anyio.current_time() + timeout
+        while (left := deadline - anyio.current_time()) > 0:
+            step = min(NEWS_POLL_SECONDS, left)
+            started = anyio.current_time()
+            await self.runner.live.wait_for_any(step)
+            if anyio.current_time() - started < step or version.current() != seen:
+                return
 
     # -- proposed edits -----------------------------------------------------------------
 
