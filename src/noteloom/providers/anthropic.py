@@ -11,7 +11,6 @@ includes them.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
@@ -40,9 +39,6 @@ from noteloom.providers.base import (
     ProviderConfig,
     ThinkingLevel,
     Timeouts,
-    is_local_url,
-    transport_error,
-    upstream_items,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
 from noteloom.providers.sdk import SdkProvider, common_options
@@ -51,7 +47,6 @@ if TYPE_CHECKING:
     import anthropic
     import httpx2
 
-log = logging.getLogger("noteloom.providers")
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
@@ -100,21 +95,15 @@ class AnthropicProvider(SdkProvider):
     ) -> None:
         if thinking_mode not in THINKING_MODES:
             raise ConfigError(f"[providers.{name}]: thinking must be one of {', '.join(THINKING_MODES)}, not {thinking_mode!r}")
-        self.name = name
-        self.base_url = (base_url or ANTHROPIC_URL).rstrip("/")
+        self._set_common(
+            name, base_url or ANTHROPIC_URL, api_key=api_key, models=models, local=local, timeouts=timeouts,
+            max_retries=max_retries, prices=prices, http_client=http_client,
+        )
         self.official = base_url is None or self.base_url == ANTHROPIC_URL
-        self.api_key = api_key
         self.default_model = default_model or (DEFAULT_ANTHROPIC_MODEL if self.official else None)
-        self._models = list(models)
-        self.local = is_local_url(self.base_url) if local is None else local
-        self.timeouts = timeouts or Timeouts()
-        self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.thinking_mode = thinking_mode
         self.cache = cache
-        self.prices = dict(prices or {})
-        self._http_client = http_client
-        self._client: anthropic.AsyncAnthropic | None = None
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> AnthropicProvider:
@@ -127,18 +116,10 @@ class AnthropicProvider(SdkProvider):
         )
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
-        if self._client is None:
-            import anthropic
+        import anthropic
 
-            self._client = anthropic.AsyncAnthropic(
-                # Always explicit, so the SDK never falls back to profiles on disk.
-                api_key=self.api_key or "no-key",
-                base_url=self.base_url,
-                timeout=self._sdk_timeout(),
-                max_retries=self.max_retries,
-                http_client=self._http_client,
-            )
-        return self._client
+        client: anthropic.AsyncAnthropic = self._sdk_client(anthropic.AsyncAnthropic)
+        return client
 
     def request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request``."""
@@ -195,44 +176,35 @@ class AnthropicProvider(SdkProvider):
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         client = self._sdk()
         kwargs = self.request_kwargs(request)
-        assembler = EventAssembler()
 
         async def open_stream() -> Any:
             return await client.messages.create(**kwargs)
 
-        items = upstream_items(open_stream, timeouts=self.timeouts, label=self.label, classify=self._classify)
-        async with aclosing(items):
-            async for event in items:
-                data = event.to_dict(warnings=False) if hasattr(event, "to_dict") else event
-                for out in assembler.feed(data):
-                    yield out
-        for out in assembler.finish(self.label):
-            yield out
+        async with aclosing(self._relay(open_stream, EventAssembler())) as events:
+            async for event in events:
+                yield event
 
-    def _classify(self, exc: BaseException, started: bool) -> ProviderError:
+    def _connection_error(self) -> type[BaseException]:
         import anthropic
 
-        log.warning("%s: %s: %s", self.label, type(exc).__name__, exc)
-        if isinstance(exc, anthropic.APIStatusError):
-            kind, code, message = body_error(exc.body)
-            kind = exc.type or kind
-            if exc.status_code == 200:
-                # An `event: error` mid-stream arrives with the stream's 200: the body's type decides.
-                return provider_error(code_for_status(None, error_type=kind, text=message), self.label,
-                                      "the server reported an error mid-answer")
-            return provider_error(
-                code_for_status(exc.status_code, error_type=kind, error_code=exc.error_code or code, text=message),
-                self.label,
-                status=exc.status_code,
-            )
-        if isinstance(exc, anthropic.APIConnectionError):
-            return provider_error("api_stream_error" if started else "api_network_error", self.label,
-                                  "the connection dropped" if started else "")
-        found = transport_error(exc, started, self.label)
-        if found is not None:
-            return found
-        log.error("%s: unexpected error", self.label, exc_info=exc)
-        return provider_error("api_stream_error", self.label, "an unexpected error")
+        return anthropic.APIConnectionError
+
+    def _vendor_error(self, exc: BaseException) -> ProviderError | None:
+        import anthropic
+
+        if not isinstance(exc, anthropic.APIStatusError):
+            return None
+        kind, code, message = body_error(exc.body)
+        kind = exc.type or kind
+        if exc.status_code == 200:
+            # An `event: error` mid-stream arrives with the stream's 200: the body's type decides.
+            return provider_error(code_for_status(None, error_type=kind, text=message), self.label,
+                                  "the server reported an error mid-answer")
+        return provider_error(
+            code_for_status(exc.status_code, error_type=kind, error_code=exc.error_code or code, text=message),
+            self.label,
+            status=exc.status_code,
+        )
 
 
 def to_wire_messages(messages: Sequence[Message]) -> tuple[list[str], list[dict[str, Any]]]:

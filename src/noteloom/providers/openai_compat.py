@@ -10,7 +10,6 @@ an object, a name repeated in every chunk, malformed JSON. Reasoning arrives in 
 from __future__ import annotations
 
 import json
-import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
@@ -40,9 +39,6 @@ from noteloom.providers.base import (
     ProviderConfig,
     ThinkingLevel,
     Timeouts,
-    is_local_url,
-    transport_error,
-    upstream_items,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
 from noteloom.providers.sdk import SdkProvider, common_options
@@ -52,7 +48,6 @@ if TYPE_CHECKING:
     import httpx2
     import openai
 
-log = logging.getLogger("noteloom.providers")
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-5-mini"
@@ -85,22 +80,16 @@ class OpenAICompatProvider(SdkProvider):
     ) -> None:
         if think_tags not in THINK_TAG_MODES:
             raise ConfigError(f"[providers.{name}]: think_tags must be one of {', '.join(THINK_TAG_MODES)}, not {think_tags!r}")
-        self.name = name
-        self.base_url = (base_url or OPENAI_URL).rstrip("/")
+        self._set_common(
+            name, base_url or OPENAI_URL, api_key=api_key, models=models, local=local, timeouts=timeouts,
+            max_retries=max_retries, prices=prices, http_client=http_client,
+        )
         self.official = urlsplit(self.base_url).hostname == "api.openai.com"
-        self.api_key = api_key
         self.default_model = default_model or (DEFAULT_OPENAI_MODEL if self.official else None)
-        self._models = list(models)
-        self.local = is_local_url(self.base_url) if local is None else local
-        self.timeouts = timeouts or Timeouts()
-        self.max_retries = max_retries
         self.send_reasoning_effort = send_reasoning_effort
         self.think_tags = think_tags
         self.stream_usage = stream_usage
-        self.prices = dict(prices or {})
         self.extra_body = dict(extra_body or {})
-        self._http_client = http_client
-        self._client: openai.AsyncOpenAI | None = None
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> OpenAICompatProvider:
@@ -117,18 +106,10 @@ class OpenAICompatProvider(SdkProvider):
         )
 
     def _sdk(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            import openai
+        import openai
 
-            self._client = openai.AsyncOpenAI(
-                # The SDK insists on a key even for local servers, which ignore it.
-                api_key=self.api_key or "no-key",
-                base_url=self.base_url,
-                timeout=self._sdk_timeout(),
-                max_retries=self.max_retries,
-                http_client=self._http_client,
-            )
-        return self._client
+        client: openai.AsyncOpenAI = self._sdk_client(openai.AsyncOpenAI)
+        return client
 
     def request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request``."""
@@ -168,19 +149,18 @@ class OpenAICompatProvider(SdkProvider):
         async def open_stream() -> Any:
             return await client.chat.completions.create(**kwargs)
 
-        items = upstream_items(open_stream, timeouts=self.timeouts, label=self.label, classify=self._classify)
-        async with aclosing(items):
-            async for chunk in items:
-                data = chunk.to_dict(warnings=False) if hasattr(chunk, "to_dict") else chunk
-                for event in assembler.feed(data):
-                    yield event
-        for event in assembler.finish(self.label):
-            yield event
+        async with aclosing(self._relay(open_stream, assembler)) as events:
+            async for event in events:
+                yield event
 
-    def _classify(self, exc: BaseException, started: bool) -> ProviderError:
+    def _connection_error(self) -> type[BaseException]:
         import openai
 
-        log.warning("%s: %s: %s", self.label, type(exc).__name__, exc)
+        return openai.APIConnectionError
+
+    def _vendor_error(self, exc: BaseException) -> ProviderError | None:
+        import openai
+
         if isinstance(exc, openai.APIStatusError):
             kind, code, message = body_error(exc.body)
             return provider_error(
@@ -188,9 +168,6 @@ class OpenAICompatProvider(SdkProvider):
                 self.label,
                 status=exc.status_code,
             )
-        if isinstance(exc, openai.APIConnectionError):
-            return provider_error("api_stream_error" if started else "api_network_error", self.label,
-                                  "the connection dropped" if started else "")
         if isinstance(exc, openai.APIError):
             # An {"error": …} object inside a 200 stream: no status, only the body.
             kind, code, message = body_error(exc.body)
@@ -199,11 +176,7 @@ class OpenAICompatProvider(SdkProvider):
                 self.label,
                 "the server reported an error mid-answer",
             )
-        found = transport_error(exc, started, self.label)
-        if found is not None:
-            return found
-        log.error("%s: unexpected error", self.label, exc_info=exc)
-        return provider_error("api_stream_error", self.label, "an unexpected error")
+        return None
 
 
 def reasoning_effort(level: ThinkingLevel | None) -> str | None:

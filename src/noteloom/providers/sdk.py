@@ -1,20 +1,40 @@
-"""What the adapters on a vendor SDK (``openai``, ``anthropic``) share: their name and
-label, their models, the price of a call, the timeouts handed to the SDK, the client's
-lifetime, and the reading of the options common to their configuration tables."""
+"""What the adapters on a vendor SDK (``openai``, ``anthropic``) share: the settings every
+one of them takes, their label and models, the price of a call, the SDK client and its
+timeouts, relaying the SDK's stream through an assembler, the failures that are not the
+vendor's own, and the reading of the options common to their configuration tables."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from noteloom.errors import ConfigError
-from noteloom.messages import Usage
-from noteloom.providers.base import ProviderConfig, Timeouts
+from noteloom.messages import StreamEvent, Usage
+from noteloom.providers.base import (
+    ProviderConfig,
+    Timeouts,
+    is_local_url,
+    transport_error,
+    upstream_items,
+)
+from noteloom.providers.errors import ProviderError, provider_error
 from noteloom.providers.pricing import price_of
 
 if TYPE_CHECKING:
     import httpx2
+
+log = logging.getLogger("noteloom.providers")
+
+
+class Assembler(Protocol):
+    """Turns the SDK's stream items (as plain dicts) into our stream events."""
+
+    def feed(self, item: Mapping[str, Any]) -> list[StreamEvent]: ...
+
+    def finish(self, label: str) -> list[StreamEvent]: ...
 
 
 class SdkProvider:
@@ -27,11 +47,39 @@ class SdkProvider:
     name: str
     base_url: str
     official: bool
+    api_key: str | None
     local: bool
     timeouts: Timeouts
+    max_retries: int
     prices: dict[str, Mapping[str, float]]
     _models: list[str]
+    _http_client: httpx2.AsyncClient | None
     _client: Any
+
+    def _set_common(
+        self,
+        name: str,
+        base_url: str,
+        *,
+        api_key: str | None,
+        models: Sequence[str],
+        local: bool | None,
+        timeouts: Timeouts | None,
+        max_retries: int,
+        prices: Mapping[str, Mapping[str, float]] | None,
+        http_client: httpx2.AsyncClient | None,
+    ) -> None:
+        """The settings every adapter takes (``base_url`` with the vendor's default applied)."""
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self._models = list(models)
+        self.local = is_local_url(self.base_url) if local is None else local
+        self.timeouts = timeouts or Timeouts()
+        self.max_retries = max_retries
+        self.prices = dict(prices or {})
+        self._http_client = http_client
+        self._client = None
 
     @property
     def label(self) -> str:
@@ -54,6 +102,54 @@ class SdkProvider:
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+    def _sdk_client(self, factory: Callable[..., Any]) -> Any:
+        """The SDK client, made on first use by ``factory`` (the SDK's async client class)."""
+        if self._client is None:
+            self._client = factory(
+                # Always explicit, so the SDK never falls back to keys or profiles of its own;
+                # SDKs insist on a key even for local servers, which ignore it.
+                api_key=self.api_key or "no-key",
+                base_url=self.base_url,
+                timeout=self._sdk_timeout(),
+                max_retries=self.max_retries,
+                http_client=self._http_client,
+            )
+        return self._client
+
+    async def _relay(
+        self, open_stream: Callable[[], Awaitable[Any]], assembler: Assembler
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The SDK's stream under our deadlines, through ``assembler``; closes it on the way out."""
+        items = upstream_items(open_stream, timeouts=self.timeouts, label=self.label, classify=self._classify)
+        async with aclosing(items):
+            async for item in items:
+                data = item.to_dict(warnings=False) if hasattr(item, "to_dict") else item
+                for event in assembler.feed(data):
+                    yield event
+        for event in assembler.finish(self.label):
+            yield event
+
+    def _classify(self, exc: BaseException, started: bool) -> ProviderError:
+        """A failure as one of our codes: the SDK's dropped connection, the vendor's own
+        errors (``_vendor_error``), our deadlines and transport errors, else a bug."""
+        log.warning("%s: %s: %s", self.label, type(exc).__name__, exc)
+        if isinstance(exc, self._connection_error()):
+            return provider_error("api_stream_error" if started else "api_network_error", self.label,
+                                  "the connection dropped" if started else "")
+        found = self._vendor_error(exc) or transport_error(exc, started, self.label)
+        if found is not None:
+            return found
+        log.error("%s: unexpected error", self.label, exc_info=exc)
+        return provider_error("api_stream_error", self.label, "an unexpected error")
+
+    def _connection_error(self) -> type[BaseException]:
+        """The SDK's exception for a connection that failed or dropped."""
+        raise NotImplementedError
+
+    def _vendor_error(self, exc: BaseException) -> ProviderError | None:
+        """``exc`` classified if it is one of the SDK's API errors, else ``None``."""
+        raise NotImplementedError
 
     def _sdk_timeout(self) -> httpx2.Timeout:
         """Our own deadlines cut first-token waits and stalls; the SDK's read timeout only
