@@ -39,6 +39,7 @@ from noteloom.providers.base import (
     ProviderConfig,
     ThinkingLevel,
     Timeouts,
+    token_count,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
 from noteloom.providers.sdk import SdkProvider, common_options
@@ -378,10 +379,7 @@ class EventAssembler:
 
 
 def parse_usage(data: Mapping[str, Any]) -> Usage:
-    def num(m: Any, key: str) -> int:
-        v = m.get(key) if isinstance(m, Mapping) else None
-        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
-
+    num = token_count
     read, write = num(data, "cache_read_input_tokens"), num(data, "cache_creation_input_tokens")
     return Usage(
         input_tokens=num(data, "input_tokens") + read + write,

@@ -253,3 +253,9 @@ def transport_error(exc: BaseException, started: bool, label: str) -> ProviderEr
             return provider_error("api_stream_error", label, "the connection dropped")
         return provider_error("api_network_error", label)
     return None
+
+
+def token_count(m: Any, key: str) -> int:
+    """``m[key]`` as a token count from a vendor's usage object: 0 when missing or not a number."""
+    v = m.get(key) if isinstance(m, Mapping) else None
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0

@@ -39,6 +39,7 @@ from noteloom.providers.base import (
     ProviderConfig,
     ThinkingLevel,
     Timeouts,
+    token_count,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
 from noteloom.providers.sdk import SdkProvider, common_options
@@ -412,10 +413,7 @@ class ChunkAssembler:
 def parse_usage(data: Mapping[str, Any]) -> Usage:
     """OpenAI usage: ``prompt_tokens`` already includes the cached ones."""
 
-    def num(m: Any, key: str) -> int:
-        v = m.get(key) if isinstance(m, Mapping) else None
-        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
-
+    num = token_count
     prompt_details = data.get("prompt_tokens_details")
     completion_details = data.get("completion_tokens_details")
     cached = num(prompt_details, "cached_tokens") or num(data, "cached_tokens")
