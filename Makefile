@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 # PyTorch's CPU build; an unpinned torch would pull a multi-gigabyte CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: serve test lint bench install install-test embeddings system-deps peers clean
+.PHONY: serve test test-loaded lint bench install install-test embeddings system-deps peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ peers:
 ## Install what the tests need, start what they need, run them.
 test: install-test system-deps peers
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+## The same suite while every core is kept busy by another process (CI may run on a loaded machine).
+test-loaded:
+	bash scripts/test-loaded.sh
 
 lint: install-test
 	$(BIN)/ruff check src tests bench
