@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 # PyTorch's CPU build; an unpinned torch would pull a multi-gigabyte CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: serve test test-loaded lint bench install install-test embeddings system-deps peers clean
+.PHONY: serve test test-loaded lint bench install install-test embeddings system-deps peers clean assets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ install-test: $(VENV)/.installed-test
 ## Start noteloom on an embedded SQLite workspace (prints the web URL and the token).
 serve: install
 	$(BIN)/noteloom serve $(ARGS)
+
+## Browser libraries (pinned in assets/package.json) copied into the package; needs Node, serving does not.
+assets:
+	bash scripts/build-assets.sh
 
 ## What tests need on the machine: PostgreSQL, Chromium, the npm test peers.
 system-deps:
