@@ -49,6 +49,22 @@ api_tokens = sa.Table(
     sa.Column("last_used_time", MS),
 )
 
+# Browser sign-ins: a page trades the API token for one of these and sends it in a header
+# (never a cookie: browsers send a host's cookies to every port of it). Each hangs off the
+# API token it was made with, so revoking that token ends its sessions too.
+web_sessions = sa.Table(
+    "web_sessions",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("token_id", ID, sa.ForeignKey("api_tokens.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("session_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("last_used_time", MS, nullable=False),
+    sa.Column("expires_time", MS, nullable=False),
+    sa.Column("revoked_time", MS),
+)
+
 notebooks = sa.Table(
     "notebooks",
     metadata,

@@ -1,4 +1,5 @@
-"""The ASGI application: pages, /api/v1, /mcp — every route but /health behind the token."""
+"""The ASGI application: pages, /api/v1, /mcp — every route with data behind a header credential
+(``web/auth.py``), every response with the security headers (``web/headers.py``)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ from noteloom import __version__
 from noteloom.app import App
 from noteloom.web import pages
 from noteloom.web.auth import TokenAuth
+from noteloom.web.headers import SecurityHeaders
+from noteloom.web.limits import BodyLimit
 
 #: Async context managers run for the server's lifetime (background workers of later layers).
 Lifespan = Callable[[App], Any]
 
 
 def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
-    """The full ASGI app (wrapped in the token middleware)."""
+    """The full ASGI app (wrapped in the credential and security-header middlewares)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -35,7 +38,7 @@ def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
         title="noteloom",
         version=__version__,
         lifespan=lifespan,
-        docs_url="/api/docs",
+        docs_url=None,  # our own page (pages.py): vendored Swagger UI under the CSP
         openapi_url="/api/v1/openapi.json",
         redoc_url=None,
     )
@@ -49,7 +52,9 @@ def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
     api.include_router(pages.router(app))
     for name in ROUTE_MODULES:
         importlib.import_module(name).install(api, app)
-    return TokenAuth(api, app.workspace)
+    guard = TokenAuth(api, app.workspace)
+    api.state.auth = guard  # sign-out tells it to forget the session at once
+    return SecurityHeaders(BodyLimit(guard, app.settings.limits.max_body_bytes))
 
 
 #: Modules of later layers that add routes (MCP, the chat API …); each has ``install(api, app)``.
@@ -58,6 +63,8 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.index_status",
     "noteloom.web.chat_api",
     "noteloom.web.notes_api",
+    "noteloom.web.pages_api",
+    "noteloom.web.sessions",
     "noteloom.web.chat_page",
 ]
 

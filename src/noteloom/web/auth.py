@@ -1,21 +1,36 @@
-"""Token authentication for every route but the health check.
+"""Who is asking: a header credential on every route that holds data or changes anything.
 
 A pure ASGI middleware (streaming responses and cancellation pass straight through).
-The token comes as ``Authorization: Bearer``, as ``?token=`` (which also sets a
-same-site cookie so a browser can follow links), or from that cookie.
+Two credentials, both headers, never a cookie and never the query string:
+
+- ``Authorization: Bearer nl_…``: the API token (scripts, MCP clients, the CLI);
+- ``X-Noteloom-Session: nls_…``: a browser session (``web/sessions.py``), which the pages
+  keep in ``sessionStorage`` — scoped to scheme, host *and port*. A cookie is scoped by host
+  only: every other server on ``localhost`` would receive it, and a form that page posts
+  here would carry it. A header is sent only by our own script, so no other page can forge
+  a request that carries it, and a cross-origin page that tries to add it needs a CORS
+  preflight this app never grants.
+
+A token in a URL ends up in logs, history and ``Referer``, so ``?token=`` authenticates
+nothing: only the page's script reads it from the address bar, to sign in (then drops it).
+
+What needs no credential holds no private data: the health check, the static files and
+the HTML shells (the pages fetch what they show from ``/api/v1``), and the sign-in route,
+which checks the token it is given.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs
 
 from anyio import to_thread
 
+from noteloom.accounts import SESSION_TOUCH_MS
+from noteloom.db import now_ms
 from noteloom.errors import AuthError
 from noteloom.workspace import User, Workspace
 
@@ -25,79 +40,91 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-COOKIE = "noteloom_token"
-PUBLIC_PATHS = frozenset({"/health"})
-#: How long a token found valid is trusted without asking the database again, where the
+SESSION_HEADER = "x-noteloom-session"
+#: Routes that answer without a credential. Each is either data-free (a shell, a static
+#: file, the health check) or checks a credential of its own (sign-in takes the token in
+#: its JSON body). Anything not listed here needs a credential, so a new route is private
+#: until someone decides otherwise.
+PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/api/docs", "/api/v1/auth/sign-in"})
+_PUBLIC_PATTERN = re.compile(r"^/static/.+$|^/(?:notes|notebooks)/[^/]+$")
+#: How long a credential found valid is trusted without asking the database again, where the
 #: database cannot say cheaply whether anything changed (PostgreSQL). Checking costs a query
 #: and a thread hop on every request (a third of a small MCP call); the price is that a
 #: token revoked by another process keeps working here for up to this long. On SQLite a
-#: token is trusted only until anyone commits anything, so a revocation holds at once.
+#: credential is trusted only until anyone commits anything, so a revocation holds at once.
 TOKEN_CACHE_SECONDS = 5.0
 
 
-def token_from_scope(scope: Scope) -> tuple[str | None, bool]:
-    """The presented token, and whether it came in the query string."""
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-    auth = headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip(), False
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-    if query.get("token"):
-        return query["token"][0], True
-    if "cookie" in headers:
-        cookie: SimpleCookie = SimpleCookie()
-        try:
-            cookie.load(headers["cookie"])
-        except Exception:
-            return None, False
-        if COOKIE in cookie:
-            return cookie[COOKIE].value, False
-    return None, False
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or _PUBLIC_PATTERN.match(path) is not None
+
+
+def credential_from_scope(scope: Scope) -> tuple[str, str | None]:
+    """``("token" | "session", value)`` as presented; ``value`` is ``None`` when neither came."""
+    session: str | None = None
+    for key, value in scope.get("headers", []):
+        name = key.decode("latin-1").lower()
+        if name == "authorization":
+            text = value.decode("latin-1")
+            if text.lower().startswith("bearer "):
+                return "token", text[7:].strip()
+        elif name == SESSION_HEADER:
+            session = value.decode("latin-1").strip()
+    return ("session", session) if session else ("token", None)
 
 
 class TokenAuth:
-    """Rejects requests without a valid token with 401; puts the user in ``scope["state"]``."""
+    """Rejects requests without a valid credential with 401; puts the user in ``scope["state"]``."""
 
     def __init__(self, app: ASGIApp, workspace: Workspace) -> None:
         self.app = app
         self.workspace = workspace
-        # token -> (user, trusted until, data version when checked)
-        self._valid: dict[str, tuple[User, float, int | None]] = {}
+        # (kind, credential) -> (user, trusted until, data version when checked,
+        #                        session: valid until and when checked, in ms)
+        self._valid: dict[tuple[str, str], tuple[User, float, int | None, tuple[int, int] | None]] = {}
+
+    def forget(self, kind: str, credential: str) -> None:
+        """Stop trusting a credential this process has cached (sign-out)."""
+        self._valid.pop((kind, credential), None)
+
+    def _cached(self, key: tuple[str, str]) -> User | None:
+        hit = self._valid.get(key)
+        if hit is None:
+            return None
+        user, until, version, session = hit
+        if session is not None:
+            now = now_ms()
+            # A session is checked again now and then even when nothing changed, so the
+            # database sees that it is in use and its idle deadline moves on.
+            if now >= session[0] or now - session[1] >= SESSION_TOUCH_MS:
+                return None
+        current = self.workspace.data_version.current()
+        fresh = version == current if current is not None else until > time.monotonic()
+        return user if fresh else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] not in ("http", "websocket") or is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
-        token, from_query = token_from_scope(scope)
-        cached = self._valid.get(token) if token else None
-        version = self.workspace.data_version.current() if cached is not None else None
-        if cached is not None and (cached[2] == version if version is not None else cached[1] > time.monotonic()):
-            user = cached[0]
-        else:
+        kind, credential = credential_from_scope(scope)
+        key = (kind, credential or "")
+        user = self._cached(key) if credential else None
+        if user is None:
             version = self.workspace.data_version.current()
             try:
-                user = await to_thread.run_sync(self.workspace.verify_token, token)
+                if kind == "session":
+                    found = await to_thread.run_sync(self.workspace.verify_session, credential)
+                    user, session = found.user, (found.valid_until, now_ms())
+                else:
+                    user, session = await to_thread.run_sync(self.workspace.verify_token, credential), None
             except AuthError as exc:
                 await _unauthorized(send, str(exc))
                 return
-            if len(self._valid) > 256:  # only a few tokens are ever live; never let junk pile up
+            if len(self._valid) > 256:  # only a few credentials are ever live; never let junk pile up
                 self._valid.clear()
-            self._valid[token or ""] = (user, time.monotonic() + TOKEN_CACHE_SECONDS, version)
+            self._valid[key] = (user, time.monotonic() + TOKEN_CACHE_SECONDS, version, session)
         scope.setdefault("state", {})["user"] = user
-        if not from_query or scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_cookie(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers.append(
-                    (b"set-cookie", f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict".encode("latin-1"))
-                )
-                message["headers"] = headers
-            await send(message)
-
-        await self.app(scope, receive, send_with_cookie)
+        await self.app(scope, receive, send)
 
 
 async def _unauthorized(send: Send, message: str) -> None:
@@ -110,6 +137,7 @@ async def _unauthorized(send: Send, message: str) -> None:
                 (b"content-type", b"application/json"),
                 (b"www-authenticate", b'Bearer realm="noteloom"'),
                 (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
             ],
         }
     )

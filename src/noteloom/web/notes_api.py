@@ -53,6 +53,9 @@ class NoteItem(BaseModel):
     title: str
     updated_time: int
     snippet: str | None = None
+    is_todo: bool = False
+    todo_due: int | None = None
+    todo_completed: int | None = None
 
 
 class NoteList(BaseModel):
@@ -101,7 +104,8 @@ def install(api: FastAPI, app: App) -> None:
                                "updated_time": h.updated_time, "snippet": h.snippet} for h in hits]}
         rows = await to_thread.run_sync(lambda: ws.list_notes(notebook_id, limit=limit, offset=offset))
         return {"notes": [{"id": n.id, "notebook_id": n.notebook_id, "title": n.title,
-                           "updated_time": n.updated_time} for n in rows]}
+                           "updated_time": n.updated_time, "is_todo": n.is_todo, "todo_due": n.todo_due,
+                           "todo_completed": n.todo_completed} for n in rows]}
 
     @r.post("/notes", response_model=NoteOut, status_code=201)
     async def create_note(request: Request, body: NoteCreate) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 // The chat page: conversations, a streaming transcript, confirmations and proposed edits,
 // beside a Markdown notes pane. Plain JS, no build step. Text from the server goes in with
 // textContent; only the server's sanitised HTML (content_html, previews) goes in as HTML.
+// Every request goes through session.js (NL.api / NL.authFetch: the session header, and the
+// sign-in form on a 401); the turn's events stream over fetch, since EventSource cannot
+// send a header.
 "use strict";
 
 (() => {
@@ -23,23 +26,42 @@
 
   // -- helpers ----------------------------------------------------------------------------
 
-  async function api(method, path, body) {
-    const init = { method, credentials: "same-origin", headers: {} };
-    if (body !== undefined) {
-      init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
-    }
-    const res = await fetch(path, init);
-    if (res.status === 204) return null;
-    const type = res.headers.get("content-type") || "";
-    const data = type.includes("json") ? await res.json() : await res.text();
+  const api = (method, path, body) => NL.api(method, path, body);
+
+  // Server-sent events over fetch: `onEvent(kind, {data, lastEventId})` per event; resolves
+  // when the stream ends. `signal` aborts it.
+  async function readEvents(url, signal, onEvent) {
+    const res = await NL.authFetch(url, { headers: { Accept: "text/event-stream" }, signal, cache: "no-store" });
     if (!res.ok) {
-      const err = new Error((data && data.message) || `${res.status} ${res.statusText}`);
-      err.status = res.status;
-      err.data = data;
-      throw err;
+      const data = await res.json().catch(() => ({}));
+      throw new NL.ApiError(data.message || `${res.status} ${res.statusText}`, res.status, data);
     }
-    return data;
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    let kind = "", data = [], lastEventId = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let nl;
+      while ((nl = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, nl).replace(/\r$/, "");
+        buffer = buffer.slice(nl + 1);
+        if (line === "") {  // the blank line ends an event
+          if (data.length) onEvent(kind || "message", { data: data.join("\n"), lastEventId });
+          kind = ""; data = [];
+          continue;
+        }
+        if (line.startsWith(":")) continue;  // a comment (the server's keep-alive)
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let val = colon < 0 ? "" : line.slice(colon + 1);
+        if (val.startsWith(" ")) val = val.slice(1);
+        if (field === "event") kind = val;
+        else if (field === "data") data.push(val);
+        else if (field === "id" && !val.includes("\0")) lastEventId = val;
+      }
+    }
   }
 
   function h(tag, attrs = {}, ...children) {
@@ -191,7 +213,7 @@
       bubble.setAttribute("aria-busy", "true");
       bubble.textContent = m.partial_text || "";
     } else if (m.content_html) {
-      bubble.innerHTML = m.content_html;  // sanitised by the server
+      NL.setHtml(bubble, m.content_html);  // sanitised by the server
     } else {
       bubble.textContent = m.content || "";
     }
@@ -378,16 +400,20 @@
 
   function startStream(messageId, afterSeq, activity) {
     stopStream();
-    const es = new EventSource(`/api/v1/chat/messages/${messageId}/events?after_seq=${afterSeq}`);
+    const abort = new AbortController();
+    const es = { close: () => abort.abort() };
     const run = { id: messageId, es, lastSeq: afterSeq, started: Date.now(), activity: activity || "Starting…", tokens: 0 };
     state.run = run;
     setRunning(true);
-    for (const kind of EVENT_KINDS) es.addEventListener(kind, (ev) => onEvent(run, kind, ev));
-    es.onerror = () => {
-      if (state.run !== run) return;
-      es.close();
-      setTimeout(() => resume(run), 400);  // a dropped connection: pick up after the last event seen
-    };
+    const url = `/api/v1/chat/messages/${messageId}/events?after_seq=${afterSeq}`;
+    readEvents(url, abort.signal, (kind, ev) => { if (EVENT_KINDS.includes(kind)) onEvent(run, kind, ev); })
+      .catch((err) => err)
+      .then((err) => {
+        if (state.run !== run || abort.signal.aborted) return;
+        if (err && err.status === 401) { stopStream(); return; }  // the sign-in form is showing
+        // The stream ended before "done", or the connection dropped: pick up after the last event seen.
+        setTimeout(() => resume(run), 400);
+      });
     state.tick = setInterval(() => showActivity(run), 1000);
     showActivity(run);
   }
@@ -403,6 +429,7 @@
         finish(run);
       }
     } catch (err) {
+      if (err.status === 401) { stopStream(); return; }
       announce(`Lost the connection: ${err.message}`);
       setTimeout(() => resume(run), 2000);
     }
@@ -591,9 +618,12 @@
   async function loadExport() {
     const fmt = exportFormat();
     const url = `/api/v1/chat/conversations/${state.conv.id}/export?format=${fmt}`;
-    $("export-text").value = await api("GET", url);
+    const text = await api("GET", url);
+    $("export-text").value = text;
+    // A plain link to the export would carry no credential: download what was fetched.
     const link = $("export-download");
-    link.href = url;
+    if (link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
+    link.href = URL.createObjectURL(new Blob([text], { type: fmt === "md" ? "text/markdown" : "text/plain" }));
     link.setAttribute("download", `${state.conv.title.replace(/[^\w -]+/g, "_").slice(0, 60) || "chat"}.${fmt}`);
     $("export-status").textContent = "";
   }
@@ -679,7 +709,7 @@
 
   async function renderPreview() {
     const data = await api("POST", "/api/v1/notes/preview", { markdown: $("note-body").value });
-    $("note-preview").innerHTML = data.html;  // sanitised by the server
+    NL.setHtml($("note-preview"), data.html);  // sanitised by the server
   }
 
   function selectTab(preview) {
@@ -700,7 +730,7 @@
     const data = await api("GET", `/api/v1/notes/${state.note.id}/revisions`);
     box.replaceChildren();
     for (const r of data.revisions.slice(0, 20)) {
-      const when = new Date(r.version_time).toLocaleString();
+      const when = NL.when(r.version_time) === "invalid date" ? "invalid date" : new Date(r.version_time).toLocaleString();
       box.append(h("li", {}, h("span", { text: `${when} · ${r.chars} characters` }),
         h("button", { type: "button", text: "Restore", onclick: async () => {
           showNote(await api("POST", `/api/v1/notes/${state.note.id}/revisions/${r.id}/restore`));
@@ -765,11 +795,11 @@
       if (!a) return;
       e.preventDefault();
       const id = a.getAttribute("href").split("/").pop();
-      try { await openNote(id); } catch { window.open(a.href, "_blank", "noopener"); }
+      try { await openNote(id); } catch { window.open(await NL.attachmentUrl(id), "_blank", "noopener"); }
     });
   }
 
-  document.addEventListener("DOMContentLoaded", async () => {
+  NL.start(async () => {
     wire();
     setRunning(false);
     await Promise.all([loadConversations(), loadNotes()]);

@@ -1,0 +1,191 @@
+// Signing in, and every request the pages make. Shared by all pages; no inline script.
+//
+// The credential is a session token kept in sessionStorage, which is scoped to this
+// scheme, host AND port, and sent as a header. Never a cookie: browsers send a host's
+// cookies to every port of it, so any other local server would receive them, and a form
+// it posts here would carry them. A header is only ever added by this script.
+//
+// Signing in: `noteloom serve` prints a link with ?token= (#token= works too and never
+// reaches the server). This script takes the token out of the address bar and history
+// at once (history.replaceState), then trades it for a session token with a JSON POST.
+// Without one, or after any 401, the page shows the sign-in form (paste the token).
+"use strict";
+
+(() => {
+  const KEY = "noteloom.session";
+  const HEADER = "X-Noteloom-Session";
+  const $ = (id) => document.getElementById(id);
+  let signedIn = null;       // resolves once a session is known
+  let resolveSignedIn = null;
+  let started = false;       // the page's own script has run (a later 401 reloads it)
+
+  const session = () => sessionStorage.getItem(KEY);
+
+  class ApiError extends Error {
+    constructor(message, status, data) { super(message); this.status = status; this.data = data; }
+  }
+
+  function takeTokenFromUrl() {
+    const url = new URL(location.href);
+    const hash = new URLSearchParams(url.hash.replace(/^#/, ""));
+    const token = url.searchParams.get("token") || hash.get("token");
+    if (!token) return null;
+    url.searchParams.delete("token");
+    if (hash.has("token")) { hash.delete("token"); url.hash = hash.toString(); }
+    history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+    return token;
+  }
+
+  async function exchange(token) {
+    const res = await fetch("/api/v1/auth/sign-in", {
+      method: "POST", credentials: "omit", cache: "no-store",
+      headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }),
+    });
+    const data = await res.json().catch(() => ({}));
+    if (!res.ok) throw new ApiError(data.message || `sign-in failed (${res.status})`, res.status, data);
+    sessionStorage.setItem(KEY, data.session);
+  }
+
+  function showApp(on) {
+    for (const el of document.querySelectorAll("[data-app]")) el.hidden = !on;
+    $("sign-in").hidden = on;
+  }
+
+  function showSignIn(message) {
+    sessionStorage.removeItem(KEY);
+    showApp(false);
+    const box = $("sign-in-error");
+    box.textContent = message || "";
+    box.hidden = !message;
+    $("sign-in-token").focus();
+  }
+
+  function ready() {
+    showApp(true);
+    if (resolveSignedIn) { resolveSignedIn(); resolveSignedIn = null; }
+  }
+
+  // fetch() with the session header; a 401 shows the sign-in form.
+  async function authFetch(path, init = {}) {
+    const headers = new Headers(init.headers || {});
+    const s = session();
+    if (s) headers.set(HEADER, s);
+    const res = await fetch(path, { ...init, headers, credentials: "omit" });
+    if (res.status === 401) {
+      const data = await res.json().catch(() => ({}));
+      showSignIn(data.message || "Your session has ended: sign in again.");
+      throw new ApiError(data.message || "sign in again", 401, data);
+    }
+    return res;
+  }
+
+  async function api(method, path, body) {
+    const init = { method, headers: {} };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const res = await authFetch(path, init);
+    if (res.status === 204) return null;
+    const type = res.headers.get("content-type") || "";
+    const data = type.includes("json") ? await res.json() : await res.text();
+    if (!res.ok) throw new ApiError((data && data.message) || `${res.status} ${res.statusText}`, res.status, data);
+    return data;
+  }
+
+  // A date stored out of range (year 10000, garbage) must not break a page.
+  function when(ms, style = "datetime") {
+    if (ms === null || ms === undefined || ms === 0) return "";
+    const d = new Date(Number(ms));
+    const y = d.getUTCFullYear();
+    if (!Number.isFinite(d.getTime()) || y < 1 || y > 9999) return "invalid date";
+    const iso = d.toISOString();
+    return style === "iso" ? iso : `${iso.slice(0, 10)} ${iso.slice(11, 16)}`;
+  }
+
+  // Attachments need the header, which <img src> cannot send: fetch them, show blob: URLs.
+  const blobs = new Map();
+  async function attachmentUrl(id) {
+    if (!blobs.has(id)) {
+      blobs.set(id, authFetch(`/attachments/${id}`).then(async (res) => {
+        if (!res.ok) throw new ApiError(`attachment ${id} is not available (${res.status})`, res.status);
+        return URL.createObjectURL(await res.blob());
+      }));
+    }
+    return blobs.get(id);
+  }
+
+  const ATTACHMENT = /^\/attachments\/([0-9a-f]{32})$/;
+
+  // Server-sanitised HTML into `el`. Parsed in an inert <template> first, so no image is
+  // requested before its src is swapped for the blob: URL.
+  function setHtml(el, html) {
+    const tpl = document.createElement("template");
+    tpl.innerHTML = html;
+    for (const img of tpl.content.querySelectorAll("img[src^='/attachments/']")) {
+      const m = ATTACHMENT.exec(img.getAttribute("src"));
+      img.removeAttribute("src");
+      if (m) {
+        img.dataset.attachment = m[1];
+        attachmentUrl(m[1]).then((url) => { img.src = url; }, () => { img.alt = `${img.alt || "image"} (unavailable)`; });
+      }
+    }
+    for (const a of tpl.content.querySelectorAll("a[href^='/attachments/']")) {
+      const m = ATTACHMENT.exec(a.getAttribute("href"));
+      if (m) a.dataset.attachment = m[1];
+    }
+    el.replaceChildren(tpl.content);
+  }
+
+  // Links to attachments open the fetched file (a plain navigation would carry no header).
+  document.addEventListener("click", async (e) => {
+    const a = e.target.closest && e.target.closest("a[data-attachment]");
+    if (!a || e.defaultPrevented) return;
+    e.preventDefault();
+    try { window.open(await attachmentUrl(a.dataset.attachment), "_blank", "noopener"); } catch { /* shown by the 401 view */ }
+  });
+
+  async function signOut() {
+    try { await api("POST", "/api/v1/auth/sign-out"); } catch { /* ended anyway */ }
+    showSignIn("Signed out.");
+  }
+
+  // Run `main` once signed in; after a later 401 and a new sign-in, the page starts afresh.
+  function start(main) {
+    signedIn.then(() => {
+      if (started) { location.reload(); return; }
+      started = true;
+      main();
+    });
+  }
+
+  function boot() {
+    signedIn = new Promise((resolve) => { resolveSignedIn = resolve; });
+    $("sign-in-form").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const input = $("sign-in-token");
+      try {
+        await exchange(input.value.trim());
+        input.value = "";
+        if (started) { location.reload(); return; }
+        ready();
+      } catch (err) {
+        showSignIn(err.message);
+      }
+    });
+    const out = $("sign-out");
+    if (out) out.addEventListener("click", signOut);
+    const token = takeTokenFromUrl();
+    if (token) {
+      exchange(token).then(ready, (err) => showSignIn(err.message));
+    } else if (session()) {
+      ready();
+    } else {
+      showSignIn("");
+    }
+  }
+
+  window.NL = { api, authFetch, session, when, setHtml, attachmentUrl, start, ApiError, HEADER };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
+  else boot();
+})();
