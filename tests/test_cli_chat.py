@@ -38,6 +38,7 @@ class Recorder:
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A data directory, plus a plugin with two tools and a recording model type."""
     path = tmp_path / "home"
+    path.mkdir()
     monkeypatch.setenv("NOTELOOM_HOME", str(path))
     monkeypatch.delenv("NOTELOOM_DATABASE_URL", raising=False)
     Recorder.calls = []
@@ -82,9 +83,19 @@ def invoke(home: Path) -> Invoke:
 
 
 def script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:
+    """The address of a scripted model playing ``steps``, named in the workspace's noteloom.toml."""
     path = tmp_path / "script.json"
     path.write_text(json.dumps(steps))
-    return f"scripted:{path}"
+    (tmp_path / "home" / "noteloom.toml").write_text(f'[providers.play]\ntype = "scripted"\nscript = "{path}"\n')
+    return "play"
+
+
+def test_a_model_address_naming_a_file_is_refused(invoke: Invoke, tmp_path: Path) -> None:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps([{"text": "read from a path"}]))
+    code, out, err = invoke("ask", "hi", "-m", f"scripted:{path}")
+    assert code == 1 and out == ""
+    assert "named in noteloom.toml" in err and "[providers.NAME]" in err
 
 
 def test_ask_streams_the_answer_to_stdout_and_tokens_and_cost_to_stderr(invoke: Invoke) -> None:

@@ -4,6 +4,7 @@ prices."""
 from __future__ import annotations
 
 import json
+import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from noteloom.providers.anthropic import AnthropicProvider
 from noteloom.providers.echo import EchoProvider
 from noteloom.providers.openai_compat import OpenAICompatProvider
 from noteloom.providers.pricing import price_of
-from noteloom.providers.scripted import ScriptedProvider
+from noteloom.providers.scripted import MAX_SCRIPT_BYTES, ScriptedProvider
 
 TOML = """
 [providers]
@@ -66,7 +67,7 @@ def registry(tmp_path: Path, toml: str = TOML, env: dict[str, str] | None = None
 def test_addresses_split_at_the_first_colon_so_model_tags_survive() -> None:
     assert parse_address("local:qwen3:14b") == ("local", "qwen3:14b")
     assert parse_address("echo") == ("echo", None)
-    assert parse_address("scripted:/tmp/a:b.json") == ("scripted", "/tmp/a:b.json")
+    assert parse_address("local:ns/model:q4") == ("local", "ns/model:q4")
 
 
 def test_tables_in_the_settings_file_become_named_providers(tmp_path: Path) -> None:
@@ -184,13 +185,17 @@ async def test_echo_answers_with_the_latest_user_message_offline_and_free() -> N
 
 
 @pytest.mark.anyio
-async def test_scripted_plays_a_file_in_order_and_says_when_it_runs_out(tmp_path: Path) -> None:
+async def test_scripted_plays_a_file_named_in_the_settings_in_order_and_says_when_it_runs_out(
+    tmp_path: Path,
+) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
         {"text": "one", "tool_calls": [{"name": "search_notes", "arguments": {"query": "q"}, "id": "c9"}]},
         {"chunks": ["t", "wo"]},
     ]))
-    provider, model = registry(tmp_path, toml="").resolve(f"scripted:{script}")
+    toml = f'[providers.play]\ntype = "scripted"\nscript = "{script}"\n'
+    provider, model = registry(tmp_path, toml=toml).resolve("play")
+    assert model == "script" and registry(tmp_path, toml=toml).resolve("play:script")[1] == "script"
     first = await collect(provider.stream(ModelRequest(model, (Message.user("hi"),))))
     assert [e.call.id for e in first if isinstance(e, ToolCallDone)] == ["c9"]
     assert isinstance(first[-1], StreamEnd) and first[-1].reason == "tool_use"
@@ -210,12 +215,49 @@ async def test_scripted_reads_a_script_named_in_the_settings_and_can_loop(tmp_pa
         assert [e.text for e in events if isinstance(e, TextDelta)] == ["again"]
 
 
-def test_scripted_rejects_a_missing_or_malformed_file_with_the_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize("address", ["scripted:/etc/shadow", "scripted:SECRET", "scripted", "play:SECRET"])
+def test_a_model_address_never_names_a_script_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps([{"text": "the secret"}]))
+    address = address.replace("SECRET", str(secret))
+    (tmp_path / "play.json").write_text(json.dumps([{"text": "ok"}]))
+    reg = registry(tmp_path, toml=f'[providers.play]\ntype = "scripted"\nscript = "{tmp_path / "play.json"}"\n')
+    opened: list[str] = []
+    real_open = os.open
+
+    def watching_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", watching_open)
+    with pytest.raises(ConfigError, match=r"named in noteloom.toml.*never names a file"):
+        reg.resolve(address)
+    assert not any("shadow" in p or "secret" in p for p in opened)
+
+
+def test_scripted_rejects_a_missing_malformed_huge_or_special_file_with_the_path(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no script file"):
-        ScriptedProvider(script=str(tmp_path / "nope.json"))._script("x")
+        ScriptedProvider(script=str(tmp_path / "nope.json"))._script("script")
     (tmp_path / "bad.json").write_text('{"steps": 3}')
     with pytest.raises(ConfigError, match="must hold a list of steps"):
-        ScriptedProvider(script=str(tmp_path / "bad.json"))._script("x")
+        ScriptedProvider(script=str(tmp_path / "bad.json"))._script("script")
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(MAX_SCRIPT_BYTES + 1)
+    with pytest.raises(ConfigError, match=r"huge.json.*larger than 4 MiB"):
+        ScriptedProvider(script=str(huge))._script("script")
+    with pytest.raises(ConfigError, match=r"'/dev/zero' is not a regular file"):
+        ScriptedProvider(script="/dev/zero")._script("script")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        ScriptedProvider(script=str(fifo))._script("script")
+    with pytest.raises(ConfigError, match=r"cannot be read \(Is a directory\)|is not a regular file"):
+        ScriptedProvider(script=str(tmp_path))._script("script")
+    with pytest.raises(ConfigError, match=r"\[providers.NAME\]"):
+        ScriptedProvider()._script("script")
 
 
 def test_prices_local_is_free_unknown_is_none_and_written_prices_win() -> None:

@@ -16,7 +16,8 @@ adds) register through the ``register_providers`` hook. Named *instances* come f
     type = "anthropic"
 
 ``openai`` and ``anthropic`` exist without a table when ``OPENAI_API_KEY`` /
-``ANTHROPIC_API_KEY`` is set; ``echo`` and ``scripted`` always exist. A key in the
+``ANTHROPIC_API_KEY`` is set; ``echo`` always exists, and so does ``scripted``, which
+plays nothing until a table names its script (``script = "PATH"``). A key in the
 environment wins over ``api_key`` in the file; ``NOTELOOM_MODEL`` wins over
 ``[providers] default``. Instances are built on first use.
 """
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from noteloom.errors import ConfigError
 from noteloom.providers.base import Provider, ProviderConfig
+from noteloom.providers.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
     import pluggy
@@ -137,6 +139,8 @@ class ProviderRegistry:
                 f"provider {name!r} has no default model: write -m {name}:MODEL, "
                 f"or set default_model in [providers.{name}]"
             )
+        if isinstance(provider, ScriptedProvider):
+            provider.check_model(model)
         return provider, model
 
     def default_address(self) -> str | None:

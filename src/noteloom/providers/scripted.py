@@ -1,9 +1,12 @@
 """``scripted``: an offline model that plays prepared responses, for tests and demos.
 
-Each model call takes the next step of the script. A script is a JSON file (address
-it as ``scripted:PATH``, or set ``script = "PATH"`` in a ``[providers.NAME]`` table
-with ``type = "scripted"``) or a Python list handed to ``ScriptedProvider``. The file
-holds a list of steps, or ``{"steps": [...], "loop": true}`` to start over at the end::
+Each model call takes the next step of the script. A script is a JSON file named in
+``noteloom.toml`` (``script = "PATH"`` in a ``[providers.NAME]`` table with
+``type = "scripted"``; address it as ``NAME``) or a Python list handed to
+``ScriptedProvider``. A model address never names a file: addresses come from API
+clients too, and ``scripted:/etc/shadow`` must not make the server read that file.
+The file holds a list of steps, or ``{"steps": [...], "loop": true}`` to start over
+at the end::
 
     [
       {"text": "Let me look.", "tool_calls": [{"name": "search_notes", "arguments": {"query": "plan"}}]},
@@ -23,6 +26,8 @@ A step may also be a function of the request returning such a dict.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -53,6 +58,14 @@ from noteloom.providers.pricing import price_of
 
 Step = Mapping[str, Any] | Callable[[ModelRequest], Mapping[str, Any]]
 STOP_REASONS: tuple[FinishReason, ...] = ("end_turn", "tool_use", "max_tokens", "refusal")
+#: The one model a file-backed script answers to (``NAME`` alone means it too).
+SCRIPT_MODEL = "script"
+#: A script is a page of JSON; anything larger is a mistake (or a device such as /dev/zero).
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024
+NO_SCRIPT_HELP = (
+    "plays only a script file named in noteloom.toml: add a table [providers.NAME] with "
+    'type = "scripted" and script = "PATH", then use -m NAME (a model address never names a file)'
+)
 
 
 @dataclass
@@ -88,18 +101,28 @@ class ScriptedProvider:
         self.prices = dict(prices or {})
         self.script_path = script
         self.requests: list[ModelRequest] = []
-        self._scripts: dict[str, Script] = {}
+        self._loaded: Script | None = None
         self._fixed = Script(list(steps), loop) if steps is not None else None
         if steps is not None or script:
-            self.default_model = "script"
+            self.default_model = SCRIPT_MODEL
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> ScriptedProvider:
-        return cls(config.name, script=config.get_str("script"), loop=config.get_bool("loop", False),
-                   prices=config.get_prices())
+        script = config.get_str("script")
+        if not script:
+            raise ConfigError(f"the scripted model {config.name!r} {NO_SCRIPT_HELP}")
+        return cls(config.name, script=script, loop=config.get_bool("loop", False), prices=config.get_prices())
 
     def models(self) -> list[str]:
-        return [self.script_path] if self.script_path else []
+        return [SCRIPT_MODEL] if self.default_model else []
+
+    def check_model(self, model: str) -> None:
+        """Refuse a model name other than the script's: it would look like a file to read."""
+        if self._fixed is None and model != SCRIPT_MODEL:
+            raise ConfigError(
+                f"the scripted model {self.name!r} {NO_SCRIPT_HELP}; address it as {self.name!r}, "
+                f"not {self.name}:{model}"
+            )
 
     def cost(self, model: str, usage: Usage) -> Decimal | None:
         if self.prices:
@@ -110,12 +133,14 @@ class ScriptedProvider:
         return None
 
     def _script(self, model: str) -> Script:
+        # ``model`` is deliberately unused: only the path from the settings file is read.
         if self._fixed is not None:
             return self._fixed
-        path = self.script_path or model
-        if path not in self._scripts:
-            self._scripts[path] = load_script(Path(path), loop=self.loop)
-        return self._scripts[path]
+        if not self.script_path:
+            raise ConfigError(f"the scripted model {self.name!r} {NO_SCRIPT_HELP}")
+        if self._loaded is None:
+            self._loaded = load_script(Path(self.script_path).expanduser(), loop=self.loop)
+        return self._loaded
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
@@ -124,7 +149,7 @@ class ScriptedProvider:
             if not script.loop or not script.steps:
                 raise ProviderError(
                     "api_request_invalid",
-                    f"the script {self.script_path or request.model!r} has no step left for call "
+                    f"the script {self.script_path or self.name!r} has no step left for call "
                     f"{script.cursor + 1}; add steps to it, or make it loop",
                     provider=self.name,
                 )
@@ -192,9 +217,7 @@ def _call(data: Any, n: int) -> ToolCallPart:
 def load_script(path: Path, *, loop: bool = False) -> Script:
     """Read a script file: a list of steps or ``{"steps": [...], "loop": bool}``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"no script file at {str(path)!r}; give -m scripted:PATH with a JSON list of steps") from None
+        data = json.loads(_read_script(path))
     except ValueError as exc:
         raise ConfigError(f"script {str(path)!r} is not valid JSON: {exc}") from None
     if isinstance(data, Mapping):
@@ -204,3 +227,27 @@ def load_script(path: Path, *, loop: bool = False) -> Script:
     if not isinstance(steps, list) or not all(isinstance(s, Mapping) for s in steps):
         raise ConfigError(f"script {str(path)!r} must hold a list of steps (JSON objects)")
     return Script(list(steps), loop)
+
+
+def _read_script(path: Path) -> str:
+    """The text of a regular file of at most ``MAX_SCRIPT_BYTES``; a ``ConfigError`` otherwise."""
+    where = f"script {str(path)!r}"
+    try:
+        # Without blocking (a FIFO would wait for a writer), and checked on the open file,
+        # so a path swapped after a check cannot slip a device in.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(f"{where} is not a regular file; name a JSON file in script = in noteloom.toml")
+            raw = f.read(MAX_SCRIPT_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"no script file at {str(path)!r}; fix script = in noteloom.toml") from None
+    except OSError as exc:
+        raise ConfigError(f"{where} cannot be read ({exc.strerror}); check the path in noteloom.toml") from None
+    if len(raw) > MAX_SCRIPT_BYTES:
+        mib = MAX_SCRIPT_BYTES // (1024 * 1024)
+        raise ConfigError(f"{where} is larger than {mib} MiB; a script is a short list of steps")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where} is not UTF-8 text: {exc}") from None
