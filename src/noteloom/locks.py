@@ -73,17 +73,26 @@ class WorkspaceLock:
             finally:
                 conn.close()
 
+    @property
+    def path(self) -> str | None:
+        """The lock file of a SQLite database on disk; ``None`` for PostgreSQL and in-memory SQLite."""
+        database = self.engine.url.database
+        if self.engine.dialect.name != "sqlite" or not database or database == ":memory:" \
+                or database.startswith("file::memory:"):
+            return None
+        return f"{database}-{self.name}.lock"
+
     def _key(self) -> int:
         return zlib.crc32(self.name.encode()) & 0x7FFFFFFF
 
     def _try_file(self) -> bool:
         import fcntl
 
-        database = self.engine.url.database
-        if not database or database == ":memory:" or database.startswith("file::memory:"):
+        path = self.path
+        if path is None:
             self._memory = True
             return True
-        f = open(f"{database}-{self.name}.lock", "ab")  # noqa: SIM115 - held open while locked
+        f = open(path, "ab")  # noqa: SIM115 - held open while locked
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

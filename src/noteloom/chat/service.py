@@ -193,7 +193,9 @@ class ChatService:
                     )
                 else:
                     conv = st.conversations.update(user.id, conversation_id, controls=controls, conn=c)
-                asked, answer = st.transcript.start_exchange(conv.id, text, note_context=context, model=model, conn=c)
+                asked, answer = st.transcript.start_exchange(
+                    conv.id, text, note_context=context, model=model, runner_id=self.runner.id, conn=c
+                )
             return conv, asked, answer, created
 
         conv, asked, answer, created = await _thread(store)
@@ -313,7 +315,7 @@ class ChatService:
 
         def decide() -> int:
             with self.host.workspace.write() as c:
-                self.stores.transcript.decide(user.id, message_id, decision, conn=c)
+                self.stores.transcript.decide(user.id, message_id, decision, runner_id=self.runner.id, conn=c)
                 return last_seq(c, message_id)
 
         seq = await _thread(decide)

@@ -82,6 +82,8 @@ messages = sa.Table(
     sa.Column("finished_time", MS),
     # A running turn refreshes this; one that stops doing so was left behind by a crash.
     sa.Column("heartbeat_time", MS),
+    # The runner (one per server process) that runs the turn; migration 0008 adds it.
+    sa.Column("runner_id", ID),
     sa.Column("updated_time", MS, nullable=False),
     sa.UniqueConstraint("conversation_id", "position", name="uq_chat_messages_position"),
     sa.Index("ix_chat_messages_status", "status"),

@@ -165,9 +165,11 @@ class Transcript:
         *,
         note_context: NoteContext | None,
         model: str | None,
+        runner_id: str | None = None,
         conn: Connection,
     ) -> tuple[ChatMessage, ChatMessage]:
-        """Store the user's message and a ``running`` assistant message after it.
+        """Store the user's message and a ``running`` assistant message after it, run by
+        ``runner_id`` (see ``noteloom.chat.liveness``).
 
         ``Conflict`` when the conversation already has a turn running or parked.
         """
@@ -203,7 +205,7 @@ class Transcript:
                 {
                     **common, "id": asst_id, "position": pos + 1, "role": "assistant", "content": "",
                     "status": "running", "model": model, "started_time": tm, "heartbeat_time": tm,
-                    "transcript": "[]",
+                    "transcript": "[]", "runner_id": runner_id,
                 },
             ],
         )
@@ -245,13 +247,14 @@ class Transcript:
             t.messages.update().where(t.messages.c.id == message_id, t.messages.c.status == "running").values(**values)
         )
 
-    def resume(self, message_id: str, *, conn: Connection) -> None:
-        """A parked turn runs again (after its pending action was decided)."""
+    def resume(self, message_id: str, *, runner_id: str | None = None, conn: Connection) -> None:
+        """A parked turn runs again (after its pending action was decided), run by ``runner_id``."""
         tm = now_ms()
         conn.execute(
             t.messages.update()
             .where(t.messages.c.id == message_id)
-            .values(status="running", cancel_requested=False, heartbeat_time=tm, updated_time=tm, activity=None)
+            .values(status="running", cancel_requested=False, heartbeat_time=tm, updated_time=tm, activity=None,
+                    runner_id=runner_id)
         )
 
     def finish(
@@ -334,17 +337,11 @@ class Transcript:
                 c.execute(sa.select(t.messages.c.cancel_requested).where(t.messages.c.id == message_id)).scalar()
             )
 
-    def orphaned(self, older_than_ms: int, *, conn: Connection) -> list[str]:
-        """Running turns whose heartbeat stopped before ``older_than_ms``: their runner is gone."""
+    def running(self, *, conn: Connection) -> list[tuple[str, str | None, int | None]]:
+        """``(message id, runner id, heartbeat time)`` of every running turn."""
         m = t.messages
-        return list(
-            conn.execute(
-                sa.select(m.c.id).where(
-                    m.c.status == "running",
-                    sa.or_(m.c.heartbeat_time.is_(None), m.c.heartbeat_time < older_than_ms),
-                )
-            ).scalars()
-        )
+        rows = conn.execute(sa.select(m.c.id, m.c.runner_id, m.c.heartbeat_time).where(m.c.status == "running"))
+        return [(r.id, r.runner_id, r.heartbeat_time) for r in rows]
 
     # -- pending actions ---------------------------------------------------------------
 
@@ -396,10 +393,11 @@ class Transcript:
             return out
 
     def decide(
-        self, user_id: str, message_id: str, decision: Literal["approve", "decline"], *, conn: Connection
+        self, user_id: str, message_id: str, decision: Literal["approve", "decline"], *,
+        runner_id: str | None = None, conn: Connection,
     ) -> PendingAction:
         """Record the user's decision on a parked turn's pending action; the turn is
-        ``running`` again when this returns. ``Conflict`` if nothing waits."""
+        ``running`` again, by ``runner_id``, when this returns. ``Conflict`` if nothing waits."""
         msg = self.get(user_id, message_id, conn=conn)
         action = self.pending_of(message_id, conn=conn)
         if msg.status != "awaiting_confirmation" or action is None or action.status != "pending":
@@ -413,7 +411,7 @@ class Transcript:
         )
         if not res.rowcount:
             raise Conflict(f"the action of message {message_id!r} was decided already")
-        self.resume(message_id, conn=conn)
+        self.resume(message_id, runner_id=runner_id, conn=conn)
         decided = self.pending_of(message_id, conn=conn)
         return cast(PendingAction, decided)
 

@@ -10,12 +10,15 @@ app's lifespan). Each turn runs as a task in it:
 - the end is written in one transaction: the last events, the pending action if the
   turn parked, the final status, tokens and cost. Only then is the last event shown.
 
-A turn whose heartbeat stops (its server crashed) is marked failed, "interrupted",
-at start-up and by a reaper that runs while the server does.
+A turn left ``running`` by a process that died is marked failed, "interrupted": at
+once when its runner provably has no process any more (``noteloom.chat.liveness``: a
+server starting after a crash settles its predecessor's turns before it serves), and
+otherwise once its heartbeat stops, by a reaper that runs while the server does.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import time
@@ -50,6 +53,7 @@ from noteloom.agent import (
 from noteloom.agent import PendingAction as HeldCall
 from noteloom.chat.eventlog import LiveTurn, LiveTurns, append_events, last_seq
 from noteloom.chat.history import cap_history, history_before
+from noteloom.chat.liveness import RunnerLease, runner_gone, sweep_leases
 from noteloom.chat.policy import describe_call, overrides_from, policy_for
 from noteloom.chat.prompt import system_prompt, voice
 from noteloom.chat.records import (
@@ -128,23 +132,41 @@ class TurnRunner:
         self.stores = stores
         self.settings = settings
         self.live = LiveTurns()
+        self.lease = RunnerLease(stores.conversations.engine)
         self._tg: TaskGroup | None = None
+
+    @property
+    def id(self) -> str:
+        """This runner's id, written with every turn it starts."""
+        return self.lease.id
 
     # -- lifetime -----------------------------------------------------------------------
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[TurnRunner]:
-        """Own the background tasks: recover orphaned turns, run a reaper, and on exit
-        settle the turns still running as interrupted."""
-        await to_thread.run_sync(self.recover, now_ms() - int(self.settings.stale_after * 1000))
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            tg.start_soon(self._reaper)
-            try:
-                yield self
-            finally:
-                self._tg = None
-                tg.cancel_scope.cancel()
+        """Own the background tasks: hold this runner's lease, settle the turns of runners
+        that are gone, run a reaper, and on exit settle the turns still running as
+        interrupted (then give the lease up)."""
+        await to_thread.run_sync(self.lease.acquire)
+        try:
+            await to_thread.run_sync(self._start_up)
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._reaper)
+                try:
+                    yield self
+                finally:
+                    self._tg = None
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await to_thread.run_sync(self.lease.release)
+
+    def _start_up(self) -> None:
+        # Before this runner accepts a turn, so the first read a client makes of the server
+        # already shows its predecessor's turns settled; every other runner's lease is probed.
+        sweep_leases(self.stores.conversations.engine)
+        self.recover(now_ms() - int(self.settings.stale_after * 1000), probe_before_ms=now_ms())
 
     @property
     def accepting(self) -> bool:
@@ -154,21 +176,39 @@ class TurnRunner:
         while True:
             await anyio.sleep(self.settings.stale_after / 2)
             try:
-                await to_thread.run_sync(self.recover, now_ms() - int(self.settings.stale_after * 1000))
+                stamp = now_ms()
+                # Probing a lease costs a connection on PostgreSQL: only for runners whose
+                # turns missed a beat (a live one beats every ``heartbeat`` seconds).
+                await to_thread.run_sync(functools.partial(
+                    self.recover, stamp - int(self.settings.stale_after * 1000),
+                    probe_before_ms=stamp - int(self.settings.heartbeat * 2000),
+                ))
             except Exception:  # a failed sweep is retried at the next one
                 log.exception("could not mark interrupted chat turns")
 
-    def recover(self, older_than_ms: int) -> list[str]:
-        """Mark running turns with a heartbeat older than ``older_than_ms`` failed ("interrupted")."""
+    def recover(self, older_than_ms: int, *, probe_before_ms: int | None = None) -> list[str]:
+        """Mark failed ("interrupted") the running turns this process does not run whose
+        heartbeat is older than ``older_than_ms``, or whose runner is gone: of the runners
+        of turns with a heartbeat before ``probe_before_ms``, those whose lease is free."""
         t = self.stores.transcript
         engine = self.stores.conversations.engine
         with db.read_tx(engine) as c:  # the common case, nothing to do, takes no write lock
-            if not [m for m in t.orphaned(older_than_ms, conn=c) if self.live.get(m) is None]:
-                return []
+            rows = [r for r in t.running(conn=c) if self.live.get(r[0]) is None]
+        stale = {mid for mid, _, beat in rows if beat is None or beat < older_than_ms}
+        suspects = {
+            runner for mid, runner, beat in rows
+            if mid not in stale and runner and runner != self.id
+            and probe_before_ms is not None and beat is not None and beat < probe_before_ms
+        }
+        gone = {runner for runner in suspects if runner_gone(engine, runner)}
+        if not stale and not gone:
+            return []
         done: list[str] = []
         with db.write_tx(engine) as c:
-            for mid in t.orphaned(older_than_ms, conn=c):
+            for mid, runner, beat in t.running(conn=c):  # again: a turn may have moved on meanwhile
                 if self.live.get(mid) is not None:
+                    continue
+                if not (beat is None or beat < older_than_ms or (runner is not None and runner in gone)):
                     continue
                 msg = t.get_any(mid, conn=c)
                 seq = last_seq(c, mid)
