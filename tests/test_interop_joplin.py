@@ -218,19 +218,22 @@ def test_a_corrupt_entry_late_in_the_archive_leaves_the_workspace_as_it_was(ws: 
     assert state(ws) == before and files(ws) == before_files
 
 
-def test_an_import_interrupted_while_writing_rolls_back_and_leaves_no_files(ws: Workspace) -> None:
+@pytest.mark.parametrize("phase", ["writing", "files"])
+def test_an_import_interrupted_while_writing_rolls_back_and_leaves_no_files(ws: Workspace, phase: str) -> None:
     ws.create_note("Mine", "keep me")
     before, before_files = state(ws), files(ws)
     seen: list[str] = []
 
-    def progress(phase: str, done: int, total: int) -> None:
-        seen.append(phase)
-        if phase == "writing" and done > 0:
-            raise KeyboardInterrupt  # the user pressed Ctrl-C with rows already written
+    def progress(current: str, done: int, total: int) -> None:
+        seen.append(current)
+        if current == phase:
+            # The user pressed Ctrl-C with rows written ("writing") or with the first
+            # attachment file already moved into place ("files"), before the commit.
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         import_path(ws, JEX, progress=progress)
-    assert "files" in seen  # the attachments were staged before the rows went in
+    assert phase in seen
     assert state(ws) == before and files(ws) == before_files
 
 

@@ -273,13 +273,17 @@ def test_links_leading_out_of_the_folder_are_not_imported(ws: Workspace, tmp_pat
     (root / "files" / "link.txt").symlink_to(secret)
     summary = import_path(ws, root)
     assert summary.attachments == 0
-    assert summary.messages == ["left links to files outside the folder as they were: 2 (../secret.txt, files/link.txt)"]
+    assert summary.messages == [
+        "left links to files outside the folder as they were: 1 (../secret.txt)",
+        "skipped symbolic links; an import reads only the files inside its folder: 1 (files/link.txt)",
+    ]
     assert by_title(ws)["a"]["body"] == "[up](../secret.txt) [via link](files/link.txt)\n"
 
 
-def test_a_note_file_that_cannot_be_read_fails_in_one_line(ws: Workspace, folder: Path) -> None:
+def test_a_dangling_link_named_like_a_note_is_skipped_and_reported(ws: Workspace, folder: Path) -> None:
     (folder / "Work" / "dangling.md").symlink_to(folder / "nowhere.md")
-    with pytest.raises(ImportExportError) as err:
-        import_path(ws, folder)
-    assert "dangling.md' cannot be read (No such file or directory)" in str(err.value)
-    assert state(ws)["notes"] == {}
+    summary = import_path(ws, folder)
+    assert "skipped symbolic links; an import reads only the files inside its folder: 1 (Work/dangling.md)" in (
+        summary.messages
+    )
+    assert "dangling" not in {n["title"] for n in state(ws)["notes"].values()}

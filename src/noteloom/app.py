@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 from noteloom import db
 from noteloom.config import Settings, load_settings
 from noteloom.errors import AuthError
+from noteloom.interop.staging import clean_stale
 from noteloom.plugins import plugin_manager
 from noteloom.providers import provider_registry
 from noteloom.semantic import open_index
@@ -81,6 +82,9 @@ def open_app(
     engine = db.create_db_engine(settings.database_url)
     db.migrate(engine)
     workspace = Workspace(engine, settings.data_dir)
+    # What imports killed mid-way left: their staging folders, and files moved into place
+    # for rows that never committed.
+    clean_stale(workspace)
     if settings.trash_retention_days:
         workspace.purge_expired(settings.trash_retention_days)
     pm = plugin_manager(plugins, load_entry_points=load_entry_points)

@@ -18,6 +18,7 @@ from noteloom.interop import (
     Duplicates,
     ExportFormat,
     ExportSummary,
+    ImportLimits,
     ImportSummary,
     Progress,
     export_workspace,
@@ -97,9 +98,10 @@ def import_cmd(
 ) -> None:
     """Import notes, notebooks, tags and attachments: all of them, or nothing."""
     with opened(home) as a, progress_bar(show_progress) as progress:
+        limits = ImportLimits.from_section(a.settings.section("import"))
         summary = import_path(
             a.workspace, path, notebook=notebook, inline_tags=inline_tags,
-            duplicates=_DUPLICATES[duplicates], progress=progress,
+            duplicates=_DUPLICATES[duplicates], progress=progress, limits=limits,
         )
     _report(summary, as_json)
 

@@ -18,13 +18,16 @@ Decisions a user can rely on:
 - Notes that name no notebook go into ``notebook`` when given, else into a new
   notebook named after the folder or archive.
 - Exports leave out the trash.
+- Only regular files inside the folder (or archive) are read: links, devices and FIFOs
+  are skipped and reported (``files``); bytes are counted against the caps of
+  ``[import]`` as they stream in (``limits``).
+- Exports refuse a destination that is a symbolic link: an export writes where it is
+  told, not where a link points.
 """
 
 from __future__ import annotations
 
-import shutil
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -39,7 +42,9 @@ from noteloom.interop.bundle import (
     SourceFormat,
     no_progress,
 )
+from noteloom.interop.limits import Budget, ImportLimits
 from noteloom.interop.snapshot import take
+from noteloom.interop.staging import Staging, clean_stale
 from noteloom.interop.writer import write_bundle
 from noteloom.workspace import Workspace
 
@@ -47,9 +52,11 @@ __all__ = [
     "Duplicates",
     "ExportFormat",
     "ExportSummary",
+    "ImportLimits",
     "ImportSummary",
     "Progress",
     "SourceFormat",
+    "clean_stale",
     "detect_format",
     "export_workspace",
     "import_path",
@@ -94,30 +101,39 @@ def import_path(
     inline_tags: bool = False,
     duplicates: Duplicates = "skip",
     progress: Progress = no_progress,
+    limits: ImportLimits | None = None,
 ) -> ImportSummary:
     """Import a Markdown folder, a Joplin RAW folder or a ``.jex`` archive into ``ws``.
 
     ``notebook`` (an id, title or ``Parent/Child`` path) is where the imported tree goes;
-    ``inline_tags`` also reads ``#tags`` from Markdown text. All or nothing."""
+    ``inline_tags`` also reads ``#tags`` from Markdown text; ``limits`` caps what is read
+    (``ImportExportError`` past a cap). All or nothing."""
     target = ws.find_notebook(notebook).id if notebook else None
     fmt = detect_format(path)
+    budget = Budget(limits or ImportLimits())
+    clean_stale(ws)
     # Staging lives next to the attachments, so moving files into place is a rename.
-    ws.data_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=ws.data_dir))
     try:
-        bundle: Bundle
-        if fmt == "jex":
-            bundle = joplin.read_jex(path, staging, progress)
-        elif fmt == "raw":
-            bundle = joplin.read_raw(path, progress)
-        else:
-            bundle = markdown.read_folder(path, inline_tags=inline_tags, progress=progress)
-        return write_bundle(
-            ws, bundle, source=str(path), staging=staging, target=target, duplicates=duplicates,
-            progress=progress,
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with Staging(ws.data_dir) as staging:
+            bundle: Bundle
+            if fmt == "jex":
+                bundle = joplin.read_jex(path, staging.path, budget, progress)
+            elif fmt == "raw":
+                bundle = joplin.read_raw(path, staging.path, budget, progress)
+            else:
+                bundle = markdown.read_folder(
+                    path, staging.path, budget, inline_tags=inline_tags, progress=progress
+                )
+            return write_bundle(
+                ws, bundle, source=str(path), staging=staging, target=target, duplicates=duplicates,
+                progress=progress,
+            )
+    except OSError as exc:
+        # The readers name the file they could not read; this is what is left (a full disk …).
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise ImportExportError(
+            f"importing {str(path)!r} failed: {exc.strerror or exc}{where}; nothing was imported"
+        ) from exc
 
 
 def export_workspace(
@@ -125,14 +141,32 @@ def export_workspace(
 ) -> ExportSummary:
     """Write every notebook, note, tag and attachment outside the trash to ``dest``:
     a Markdown folder (``"md"``) or a ``.jex`` archive Joplin imports (``"jex"``)."""
+    _check_destination(dest, fmt)
+    snapshot = take(ws)
+    try:
+        if fmt == "md":
+            return markdown.write_folder(snapshot, dest, progress)
+        return joplin.write_jex(snapshot, dest, progress)
+    except OSError as exc:
+        raise ImportExportError(
+            f"cannot write the export to {str(dest)!r} ({exc.strerror or exc}); "
+            "choose a folder you can write to"
+        ) from exc
+
+
+def _check_destination(dest: Path, fmt: ExportFormat) -> None:
+    """A new path (or, for Markdown, an empty folder) in a folder that exists; never a link."""
+    shown = repr(str(dest))
+    if dest.is_symlink():
+        raise ImportExportError(
+            f"{shown} is a symbolic link; noteloom does not export through links, give the real path"
+        )
+    parent = dest.parent
+    if parent.exists() and not parent.is_dir():
+        raise ImportExportError(f"{str(parent)!r} is a file, not a folder; export to a path inside a folder")
+    if not parent.is_dir():
+        raise ImportExportError(f"folder {str(parent)!r} does not exist; create it first")
     if fmt == "md":
         markdown.check_destination(dest)
-    else:
-        if dest.exists():
-            raise ImportExportError(f"{str(dest)!r} exists already; choose a new file name")
-        if not dest.parent.is_dir():
-            raise ImportExportError(f"folder {str(dest.parent)!r} does not exist; create it first")
-    snapshot = take(ws)
-    if fmt == "md":
-        return markdown.write_folder(snapshot, dest, progress)
-    return joplin.write_jex(snapshot, dest, progress)
+    elif dest.exists():
+        raise ImportExportError(f"{shown} exists already; choose a new file name")

@@ -7,7 +7,11 @@ lowercase hex characters), so notebooks, notes, tags and attachments keep them, 
 ``:/id`` links in bodies keep working unchanged.
 
 Items noteloom does not model (master keys, revisions, settings, encrypted items,
-items in Joplin's trash, tag links to missing items) are skipped with a counted warning.
+items in Joplin's trash, tag links to missing items) are skipped with a counted warning,
+and so are links and special files (in a RAW folder or as archive members), sparse
+archive members and members whose path is absolute or climbs out with ``..``. A time
+outside 1970 … 9999 (``todo_due: 1000000000000000``) is dropped with a warning naming the
+item: Joplin wrote the rest of that item, and one damaged field should not cost the note.
 """
 
 from __future__ import annotations
@@ -35,8 +39,11 @@ from noteloom.interop.bundle import (
     NoteItem,
     Notices,
     Progress,
+    SourceFormat,
     TagItem,
 )
+from noteloom.interop.files import LINK_SKIP, NotRegular, open_inside, regular_entries
+from noteloom.interop.limits import ITEM_OVERHEAD, Budget
 from noteloom.interop.links import ID_LINK
 from noteloom.interop.snapshot import Snapshot
 from noteloom.interop.times import iso_from_ms, parse_time
@@ -139,11 +146,15 @@ def is_raw_folder(folder: Path) -> bool:
     checked = 0
     with os.scandir(folder) as entries:
         for entry in entries:
-            if not _ITEM_NAME.match(entry.name) or not entry.is_file():
+            if not _ITEM_NAME.match(entry.name) or not entry.is_file(follow_symlinks=False):
                 continue
-            with open(entry.path, "rb") as f:
-                f.seek(max(0, entry.stat().st_size - 64))
-                tail = f.read().decode("utf-8", errors="replace").rstrip().rsplit("\n", 1)[-1]
+            try:
+                opened = open_inside(folder, entry.name)
+            except (NotRegular, OSError):
+                continue
+            with opened.file as f:
+                f.seek(max(0, opened.size - 64))
+                tail = f.read(64).decode("utf-8", errors="replace").rstrip().rsplit("\n", 1)[-1]
             if _TYPE_LINE.match(tail.strip()):
                 return True
             checked += 1
@@ -155,64 +166,125 @@ def is_raw_folder(folder: Path) -> bool:
 # -- reading --------------------------------------------------------------------------------
 
 
-def read_raw(folder: Path, progress: Progress) -> Bundle:
-    """A bundle from a RAW export folder (resources are read where they lie)."""
-    names = sorted(n for n in os.listdir(folder) if n.lower().endswith(".md"))
+def read_raw(folder: Path, staging: Path, budget: Budget, progress: Progress) -> Bundle:
+    """A bundle from a RAW export folder; resource files are copied into ``staging``."""
+    notices = Notices()
+    names = [
+        e.name for e in regular_entries(folder, notices, lambda e: e.name.lower().endswith(".md"))
+        if e.name.lower().endswith(".md") and e.is_file(follow_symlinks=False)
+    ]
+    files: dict[str, Path] = {}
     res_dir = folder / "resources"
-    files = {p.name: p for p in res_dir.iterdir() if p.is_file()} if res_dir.is_dir() else {}
+    if res_dir.is_symlink():
+        notices.skip(LINK_SKIP, "resources")
+    elif res_dir.is_dir():
+        for entry in regular_entries(res_dir, notices, lambda _e: True, where="resources/"):
+            if entry.is_file(follow_symlinks=False):
+                _stage_resource(folder, f"resources/{entry.name}", entry.name, staging, files, budget, notices)
 
     def items() -> Iterator[tuple[str, bytes]]:
         for i, name in enumerate(names):
             try:
-                data = (folder / name).read_bytes()
+                opened = open_inside(folder, name)
+            except NotRegular as exc:
+                notices.skip(exc.kind, name)
+                continue
             except OSError as exc:
                 raise ImportExportError(
                     f"{str(folder / name)!r} cannot be read ({exc.strerror or exc}); check it and import again"
                 ) from exc
+            with opened.file as f:
+                data = budget.read_note(f, name, overhead=ITEM_OVERHEAD)
             yield name, data
             if i % 500 == 0:
                 progress("reading", i, len(names))
 
-    bundle = _assemble(items(), files, staged=False, root_title=folder.name)
+    bundle = _assemble(items(), files, root_title=folder.name, fmt="raw", notices=notices)
     progress("reading", len(names), len(names))
     return bundle
 
 
-def read_jex(archive: Path, staging: Path, progress: Progress) -> Bundle:
+def _stage_resource(
+    folder: Path, key: str, name: str, staging: Path, files: dict[str, Path], budget: Budget, notices: Notices
+) -> None:
+    try:
+        opened = open_inside(folder, key)
+    except NotRegular as exc:
+        notices.skip(exc.kind, key)
+        return
+    except OSError as exc:
+        raise ImportExportError(
+            f"{str(folder / key)!r} cannot be read ({exc.strerror or exc}); check it and import again"
+        ) from exc
+    dest = staging / f"{len(files)}-{_ascii_name(name)}"
+    with opened.file as src, open(dest, "xb") as out:
+        budget.copy_attachment(src, out, key)
+    files[name] = dest
+
+
+def read_jex(archive: Path, staging: Path, budget: Budget, progress: Progress) -> Bundle:
     """A bundle from a ``.jex`` archive; resource files are extracted into ``staging``.
 
     Items are parsed as the archive is read, so an archive of 100,000 notes never sits
     in memory twice."""
     files: dict[str, Path] = {}
     count = [0]
-    entries = _jex_entries(archive, staging, files, count, progress)
-    bundle = _assemble(entries, files, staged=True, root_title=archive.stem or "Imported")
+    notices = Notices()
+    entries = _jex_entries(archive, staging, files, count, budget, notices, progress)
+    bundle = _assemble(entries, files, root_title=archive.stem or "Imported", fmt="jex", notices=notices)
     if not count[0]:
         raise ImportExportError(f"{archive.name!r} is a tar archive but holds no Joplin items (<id>.md files)")
     return bundle
 
 
+_MEMBER_SKIP = "skipped archive members that are links or special files; an import reads only regular files"
+_SPARSE_SKIP = "skipped sparse archive members (Joplin never writes them)"
+_PATH_SKIP = "skipped archive members whose path is absolute or leads outside the archive"
+
+
 def _jex_entries(
-    archive: Path, staging: Path, files: dict[str, Path], count: list[int], progress: Progress
+    archive: Path,
+    staging: Path,
+    files: dict[str, Path],
+    count: list[int],
+    budget: Budget,
+    notices: Notices,
+    progress: Progress,
 ) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each item of the archive; resources go to ``staging`` on the way."""
     size = max(1, archive.stat().st_size)
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:
+                # Before the member's data is read or skipped: skipping decompresses it too.
+                budget.check_total(member.offset_data + member.size, member.name)
+                if member.isdir():
+                    continue
+                if not member.isfile():
+                    notices.skip(_MEMBER_SKIP, member.name)
+                    continue
+                if member.issparse():
+                    notices.skip(_SPARSE_SKIP, member.name)
+                    continue
+                try:
+                    # The "data" filter's rules (no absolute paths, no ``..``, no devices);
+                    # nothing is extracted by tarfile itself, the names are ours.
+                    tarfile.data_filter(member, str(staging))
+                except tarfile.FilterError:
+                    notices.skip(_PATH_SKIP, member.name)
+                    continue
                 parts = [p for p in PurePosixPath(member.name).parts if p not in (".", "")]
-                data_file = tar.extractfile(member) if member.isfile() and parts else None
+                data_file = tar.extractfile(member) if parts else None
                 if data_file is None:
                     continue
                 if len(parts) == 1 and parts[0].lower().endswith(".md"):
                     count[0] += 1
-                    yield parts[0], data_file.read()
+                    yield parts[0], budget.read_note(data_file, parts[0], overhead=ITEM_OVERHEAD)
                 elif len(parts) == 2 and parts[0] == "resources":
                     # The base name only: an archive cannot write outside the staging folder.
                     dest = staging / f"{len(files)}-{_ascii_name(parts[1])}"
-                    with open(dest, "wb") as out:
-                        while chunk := data_file.read(1 << 20):
-                            out.write(chunk)
+                    with open(dest, "xb") as out:
+                        budget.copy_attachment(data_file, out, member.name)
                     files[parts[1]] = dest
                 if count[0] % 500 == 0:
                     progress("reading", min(tar.offset, size), size)
@@ -234,9 +306,15 @@ def _ascii_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[-80:]
 
 
-def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, staged: bool, root_title: str) -> Bundle:
-    notices = Notices()
-    bundle = Bundle(format="jex" if staged else "raw", root_title=root_title, notices=notices)
+def _assemble(
+    entries: Iterator[tuple[str, bytes]],
+    files: dict[str, Path],
+    *,
+    root_title: str,
+    fmt: SourceFormat,
+    notices: Notices,
+) -> Bundle:
+    bundle = Bundle(format=fmt, root_title=root_title, notices=notices)
     folders: list[Item] = []
     notes: list[Item] = []
     resources: list[Item] = []
@@ -273,7 +351,7 @@ def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, s
     folder_ids = {f.get("id") for f in folders}
     for f in folders:
         parent = f.get("parent_id").lower()
-        created, updated = _times(f, name_of(f))
+        created, updated = _times(f, name_of(f), notices)
         bundle.books.append(
             BookItem(
                 id=f.get("id"),
@@ -286,7 +364,7 @@ def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, s
     by_note: dict[str, NoteItem] = {}
     for n in notes:
         where = name_of(n)
-        created, updated = _times(n, where)
+        created, updated = _times(n, where, notices)
         parent = n.get("parent_id").lower()
         body = n.body
         if "\x00" in body:
@@ -300,8 +378,8 @@ def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, s
             created_time=created,
             updated_time=updated,
             is_todo=n.get("is_todo") == "1",
-            todo_due=_int_time(n, "todo_due", where),
-            todo_completed=_int_time(n, "todo_completed", where),
+            todo_due=_time(n, "todo_due", where, notices),
+            todo_completed=_time(n, "todo_completed", where, notices),
             source_url=n.get("source_url"),
         )
         by_note[note.id] = note
@@ -313,7 +391,7 @@ def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, s
         if not title:
             notices.skip("skipped tags without a title", t.get("id")[:8])
             continue
-        created, updated = _times(t, name_of(t))
+        created, updated = _times(t, name_of(t), notices)
         tag_titles[t.get("id")] = title
         bundle.tags.append(TagItem(t.get("id"), title, created, updated))
     for link in links:
@@ -340,7 +418,7 @@ def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, s
         if path is None:
             notices.skip("skipped attachments whose file is missing from the export", rid[:8])
             continue
-        created, updated = _times(r, name_of(r))
+        created, updated = _times(r, name_of(r), notices)
         owner = _owner_hint(r.get("user_data"))
         note_id = owner if owner in by_note else first_linker.get(rid)
         bundle.attachments.append(
@@ -354,7 +432,7 @@ def _assemble(entries: Iterator[tuple[str, bytes]], files: dict[str, Path], *, s
                 created_time=created,
                 updated_time=updated,
                 source=path,
-                staged=staged,
+                staged=True,
             )
         )
     return bundle
@@ -368,26 +446,28 @@ def _title(text: str, fallback: str) -> str:
     return " ".join(text.split()) or fallback
 
 
-def _times(item: Item, where: str) -> tuple[int, int]:
-    """Created and updated times, the user-facing ones first (sync rewrites the others)."""
-    now = now_ms()
-    created = parse_time(item.get("user_created_time"), f"{where}: user_created_time") or parse_time(
-        item.get("created_time"), f"{where}: created_time"
-    )
-    updated = parse_time(item.get("user_updated_time"), f"{where}: user_updated_time") or parse_time(
-        item.get("updated_time"), f"{where}: updated_time"
-    )
-    created = created or updated or now
-    return created, updated or created
+_BAD_TIME = "ignored times outside 1970 … 9999 (the item was imported without them)"
 
 
-def _int_time(item: Item, key: str, where: str) -> int | None:
+def _time(item: Item, key: str, where: str, notices: Notices) -> int | None:
+    """The time ``key`` of ``item`` in ms; ``None`` when unset, or out of range (reported)."""
     value = item.get(key)
     if not value:
         return None
-    if not value.isdigit():
-        raise ImportExportError(f"{where}: {key} is {value!r}, not milliseconds since 1970; export it again")
-    return int(value) or None
+    try:
+        return parse_time(value, f"{where}: {key}")
+    except ImportExportError:
+        notices.warn(_BAD_TIME, f"{where} {key}: {value[:24]}")
+        return None
+
+
+def _times(item: Item, where: str, notices: Notices) -> tuple[int, int]:
+    """Created and updated times, the user-facing ones first (sync rewrites the others)."""
+    now = now_ms()
+    created = _time(item, "user_created_time", where, notices) or _time(item, "created_time", where, notices)
+    updated = _time(item, "user_updated_time", where, notices) or _time(item, "updated_time", where, notices)
+    created = created or updated or now
+    return created, updated or created
 
 
 def _ext_for(mime: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import posixpath
 import re
 import secrets
 import shutil
@@ -38,6 +39,8 @@ from noteloom.interop.bundle import (
     TagItem,
 )
 from noteloom.interop.filenames import FolderNames, safe_name, split_name
+from noteloom.interop.files import NotRegular, mtime_ms, open_inside, regular_entries
+from noteloom.interop.limits import Budget
 from noteloom.interop.links import (
     RESOURCE_LINK,
     is_relative_path,
@@ -63,28 +66,35 @@ def is_markdown_folder(folder: Path) -> bool:
     """True when ``folder`` holds a noteloom export or any Markdown file (hidden folders aside)."""
     if (folder / MANIFEST).is_file():
         return True
-    return next(_walk(folder), None) is not None
+    return next(_walk(folder, Notices(), []), None) is not None
 
 
-def _walk(root: Path) -> Iterator[tuple[str, str]]:
-    """(folder relative to root in POSIX form, file name) of every note file, sorted."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
-        rel = Path(dirpath).relative_to(root).as_posix()
-        rel = "" if rel == "." else rel
-        for name in sorted(filenames):
-            if name.lower().endswith(_NOTE_SUFFIXES) and not name.startswith("."):
-                yield rel, name
+def _is_note_name(name: str) -> bool:
+    return name.lower().endswith(_NOTE_SUFFIXES) and not name.startswith(".")
 
 
-def _folders(root: Path) -> list[str]:
-    out = []
-    for dirpath, dirnames, _ in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
-        rel = Path(dirpath).relative_to(root).as_posix()
-        if rel != ".":
-            out.append(rel)
-    return out
+def _is_book_name(name: str) -> bool:
+    return not name.startswith((".", "_"))
+
+
+def _walk(root: Path, notices: Notices, folders: list[str], rel: str = "") -> Iterator[tuple[str, str]]:
+    """(folder relative to root in POSIX form, file name) of every note file, in the order
+    ``os.walk`` gives them, sorted; real sub-folders are appended to ``folders`` on the way.
+    Links and special files that would have been notes or notebooks are skipped and reported."""
+
+    def wanted(entry: os.DirEntry[str]) -> bool:
+        return _is_note_name(entry.name) or (_is_book_name(entry.name) and entry.is_dir())
+
+    subdirs: list[str] = []
+    for entry in regular_entries(root / rel if rel else root, notices, wanted, where=f"{rel}/" if rel else ""):
+        if entry.is_dir(follow_symlinks=False):
+            if _is_book_name(entry.name):
+                subdirs.append(f"{rel}/{entry.name}" if rel else entry.name)
+        elif _is_note_name(entry.name):
+            yield rel, entry.name
+    for sub in subdirs:
+        folders.append(sub)
+        yield from _walk(root, notices, folders, sub)
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -93,11 +103,13 @@ def _folders(root: Path) -> list[str]:
 @dataclass
 class _Reader:
     root: Path
+    staging: Path
+    budget: Budget
     inline_tags: bool
     notices: Notices
     manifest: dict[str, Any] = field(default_factory=dict)
-    #: Resolved file path -> the attachment made from it.
-    attachments: dict[Path, AttachmentItem] = field(default_factory=dict)
+    #: Path inside the folder (POSIX form) -> the attachment made from that file.
+    attachments: dict[str, AttachmentItem] = field(default_factory=dict)
     used_ids: set[str] = field(default_factory=set)
 
     def claim_id(self, value: object, where: str) -> str:
@@ -113,20 +125,21 @@ class _Reader:
         return fresh
 
 
-def read_folder(root: Path, *, inline_tags: bool, progress: Progress) -> Bundle:
-    """A bundle from a Markdown folder (attachments are read where they lie)."""
+def read_folder(root: Path, staging: Path, budget: Budget, *, inline_tags: bool, progress: Progress) -> Bundle:
+    """A bundle from a Markdown folder; attachment files are copied into ``staging``."""
     root = root.resolve()
     bundle = Bundle(format="markdown", root_title=root.name or "Imported")
-    r = _Reader(root, inline_tags, bundle.notices)
-    manifest_file = root / MANIFEST
-    if manifest_file.is_file():
-        data = frontmatter.parse(_read_text(manifest_file, r.notices), MANIFEST)
+    r = _Reader(root, staging, budget, inline_tags, bundle.notices)
+    manifest_text = _read_text(r, MANIFEST, missing_ok=True)
+    if manifest_text is not None:
+        data = frontmatter.parse(manifest_text[0], MANIFEST)
         if not data or data.get("format") != MANIFEST_FORMAT:
             r.notices.warn(f"ignored {MANIFEST}, which is not a noteloom export manifest")
         else:
             r.manifest = data
-    files = list(_walk(root))
-    book_of = _read_books(r, bundle, {d for d, _ in files})
+    folders: list[str] = []
+    files = list(_walk(root, r.notices, folders))
+    book_of = _read_books(r, bundle, {d for d, _ in files}, folders)
     for t in _mapping_list(r.manifest.get("tags")):
         title = " ".join(str(t.get("title", "")).split())
         if title:
@@ -135,7 +148,9 @@ def read_folder(root: Path, *, inline_tags: bool, progress: Progress) -> Bundle:
             tid = r.claim_id(t.get("id"), f"tag {title!r}")
             bundle.tags.append(TagItem(tid, title, created, updated))
     for i, (folder, name) in enumerate(files):
-        bundle.notes.append(_read_note(r, folder, name, book_of.get(folder)))
+        note = _read_note(r, folder, name, book_of.get(folder))
+        if note is not None:
+            bundle.notes.append(note)
         if i % 500 == 0:
             progress("reading", i, len(files))
     progress("reading", len(files), len(files))
@@ -148,12 +163,12 @@ def _mapping_list(value: object) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _read_books(r: _Reader, bundle: Bundle, note_folders: set[str]) -> dict[str, str]:
+def _read_books(r: _Reader, bundle: Bundle, note_folders: set[str], folders: list[str]) -> dict[str, str]:
     """Notebooks for folders that hold notes (at any depth) or that the manifest names."""
     listed = r.manifest.get("notebooks")
     listed = listed if isinstance(listed, dict) else {}
     wanted: set[str] = set()
-    for folder in [*note_folders, *(f for f in _folders(r.root) if f in listed)]:
+    for folder in [*note_folders, *(f for f in folders if f in listed)]:
         path = PurePosixPath(folder)
         while folder:
             wanted.add(folder)
@@ -168,7 +183,7 @@ def _read_books(r: _Reader, bundle: Bundle, note_folders: set[str]) -> dict[str,
         created = parse_time(meta.get("created"), f"{MANIFEST}: notebook {folder!r} created")
         updated = parse_time(meta.get("updated"), f"{MANIFEST}: notebook {folder!r} updated")
         if created is None:
-            created = _mtime(r.root / folder)
+            created = mtime_ms(r.root / folder)
         parent = PurePosixPath(folder).parent.as_posix()
         book_of[folder] = r.claim_id(meta.get("id"), where)
         bundle.books.append(
@@ -183,24 +198,37 @@ def _read_books(r: _Reader, bundle: Bundle, note_folders: set[str]) -> dict[str,
     return book_of
 
 
-def _read_text(path: Path, notices: Notices) -> str:
+def _read_text(r: _Reader, key: str, *, missing_ok: bool = False) -> tuple[str, int] | None:
+    """The text of the note file ``key`` and its modification time (ms); ``None`` when it
+    is a link or a special file (reported), or missing and ``missing_ok``."""
     try:
-        data = path.read_bytes()
+        opened = open_inside(r.root, key)
+    except NotRegular as exc:
+        r.notices.skip(exc.kind, key)
+        return None
     except OSError as exc:
-        raise ImportExportError(f"{str(path)!r} cannot be read ({exc.strerror or exc}); check it and import again") from exc
+        if missing_ok and isinstance(exc, FileNotFoundError):
+            return None
+        raise ImportExportError(
+            f"{str(r.root / key)!r} cannot be read ({exc.strerror or exc}); check it and import again"
+        ) from exc
+    with opened.file as f:
+        data = r.budget.read_note(f, key)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), opened.mtime_ms
     except UnicodeDecodeError:
-        notices.warn("read files that are not UTF-8 as Latin-1", path.name)
-        return data.decode("latin-1")
+        r.notices.warn("read files that are not UTF-8 as Latin-1", PurePosixPath(key).name)
+        return data.decode("latin-1"), opened.mtime_ms
 
 
-def _read_note(r: _Reader, folder: str, name: str, book: str | None) -> NoteItem:
-    path = r.root / folder / name
+def _read_note(r: _Reader, folder: str, name: str, book: str | None) -> NoteItem | None:
     where = f"{folder}/{name}" if folder else name
-    text = _read_text(path, r.notices)
+    read = _read_text(r, where)
+    if read is None:
+        return None
+    text, mtime = read
     yaml_text, body = frontmatter.split(text)
     meta: dict[str, Any] = {}
     if yaml_text is not None:
@@ -216,7 +244,6 @@ def _read_note(r: _Reader, folder: str, name: str, book: str | None) -> NoteItem
     created = parse_time(meta.get("created", meta.get("date")), f"{where}: created")
     updated = parse_time(meta.get("updated"), f"{where}: updated")
     if created is None or updated is None:
-        mtime = _mtime(path)
         created = created or updated or mtime
         updated = updated or mtime
     due = parse_time(meta.get("due"), f"{where}: due")
@@ -227,11 +254,11 @@ def _read_note(r: _Reader, folder: str, name: str, book: str | None) -> NoteItem
     if r.inline_tags:
         tags += [t for t in inline_tags(body) if t.lower() not in {x.lower() for x in tags}]
     source_url = meta.get("source_url", meta.get("source"))
-    body = rewrite_links(body, lambda target: _attach(r, path.parent, target, note_id))
+    body = rewrite_links(body, lambda target: _attach(r, folder, target, note_id))
     return NoteItem(
         id=note_id,
         notebook_id=book,
-        title=_note_title(meta.get("title"), body, path),
+        title=_note_title(meta.get("title"), body, name),
         body=body,
         created_time=created,
         updated_time=updated,
@@ -245,11 +272,7 @@ def _read_note(r: _Reader, folder: str, name: str, book: str | None) -> NoteItem
     )
 
 
-def _mtime(path: Path) -> int:
-    return path.stat().st_mtime_ns // 1_000_000
-
-
-def _note_title(value: object, body: str, path: Path) -> str:
+def _note_title(value: object, body: str, name: str) -> str:
     if value is not None:
         return str(value).strip()  # an explicit empty title stays empty
     in_fence = False
@@ -258,7 +281,7 @@ def _note_title(value: object, body: str, path: Path) -> str:
             in_fence = not in_fence
         elif not in_fence and (m := _HEADING.match(line.rstrip("\r"))):
             return m.group(1).strip()
-    return Path(path.name).stem.strip()
+    return Path(name).stem.strip()
 
 
 def _tags(value: object) -> list[str]:
@@ -296,57 +319,73 @@ def inline_tags(body: str) -> list[str]:
     return out
 
 
-def _attach(r: _Reader, note_dir: Path, target: str, note_id: str) -> str | None:
+def _attach(r: _Reader, folder: str, target: str, note_id: str) -> str | None:
     """``:/<id>`` for a link to a file of the folder (made an attachment once); else ``None``."""
     if not is_relative_path(target):
         return None
     rel = path_of_target(target)
     if not rel or rel.lower().endswith(_NOTE_SUFFIXES):
         return None
-    path = Path(os.path.normpath(note_dir / rel))
-    existing = r.attachments.get(path)
-    if existing is not None:
-        return f":/{existing.id}"
-    if not path.is_file():
-        return None
-    key = _key_inside(r.root, path)
+    key = _key_inside(folder, rel)
     if key is None:
         r.notices.warn("left links to files outside the folder as they were", target)
         return None
-    item = _attachment(r, path, key, note_id)
-    r.attachments[path] = item
+    existing = r.attachments.get(key)
+    if existing is not None:
+        return f":/{existing.id}"
+    item = _attachment(r, key, note_id)
+    if item is None:
+        return None
+    r.attachments[key] = item
     return f":/{item.id}"
 
 
-def _key_inside(root: Path, path: Path) -> str | None:
-    """``path`` relative to ``root`` (POSIX form), or ``None`` when it leads outside, by
-    ``..`` or through a symbolic link: an import reads only the folder it was given."""
-    try:
-        path.resolve().relative_to(root)
-        return path.relative_to(root).as_posix()
-    except ValueError:
+def _key_inside(folder: str, rel: str) -> str | None:
+    """``folder/rel`` normalised (POSIX form), or ``None`` when ``..`` leads outside the
+    folder: an import reads only the folder it was given (``files`` refuses links)."""
+    key = posixpath.normpath(posixpath.join(folder, rel))
+    if key.startswith(("/", "../")) or key in ("..", "."):
         return None
+    return key
 
 
-def _attachment(r: _Reader, path: Path, key: str, note_id: str | None) -> AttachmentItem:
+def _attachment(r: _Reader, key: str, note_id: str | None, *, missing: str = "") -> AttachmentItem | None:
+    """The file ``key`` copied into staging as an attachment; ``None`` when it is missing (a
+    skip named ``missing`` when given), a folder, a link or a special file (skipped)."""
+    try:
+        opened = open_inside(r.root, key)
+    except NotRegular as exc:
+        r.notices.skip(exc.kind, key)
+        return None
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        if missing:
+            r.notices.skip(missing, key)
+        return None
+    except OSError as exc:
+        raise ImportExportError(
+            f"{str(r.root / key)!r} cannot be read ({exc.strerror or exc}); check it and import again"
+        ) from exc
     listed = r.manifest.get("attachments")
     meta = listed.get(key) if isinstance(listed, dict) else None
     meta = meta if isinstance(meta, dict) else {}
-    mtime = _mtime(path)
-    created = parse_time(meta.get("created"), f"{MANIFEST}: attachment {key!r} created") or mtime
+    created = parse_time(meta.get("created"), f"{MANIFEST}: attachment {key!r} created") or opened.mtime_ms
     updated = parse_time(meta.get("updated"), f"{MANIFEST}: attachment {key!r} updated") or created
-    filename = str(meta.get("filename") or path.name)
+    filename = str(meta.get("filename") or PurePosixPath(key).name)
     owner = meta.get("note", note_id) if meta else note_id
+    staged = r.staging / f"attachment-{len(r.attachments)}"
+    with opened.file as src, open(staged, "xb") as out:
+        size = r.budget.copy_attachment(src, out, key)
     return AttachmentItem(
         id=r.claim_id(meta.get("id"), key),
         note_id=owner if isinstance(owner, str) else None,
         title=str(meta.get("title") or filename),
         filename=filename,
         mime=str(meta.get("mime") or mimetypes.guess_type(filename)[0] or "application/octet-stream"),
-        size=path.stat().st_size,
+        size=size,
         created_time=created,
         updated_time=updated,
-        source=path,
+        source=staged,
+        staged=True,
     )
 
 
@@ -355,17 +394,18 @@ def _read_unlinked_attachments(r: _Reader) -> None:
     listed = r.manifest.get("attachments")
     if not isinstance(listed, dict):
         return
-    for key in listed:
-        path = Path(os.path.normpath(r.root / str(key)))
-        if path in r.attachments:
+    for raw_key in listed:
+        key = _key_inside("", str(raw_key))
+        if key is None:
+            r.notices.skip(f"skipped attachments listed in {MANIFEST} outside the folder", str(raw_key))
             continue
-        if _key_inside(r.root, path) is None:
-            r.notices.skip(f"skipped attachments listed in {MANIFEST} outside the folder", str(key))
+        if key in r.attachments:
             continue
-        if not path.is_file():
-            r.notices.skip(f"skipped attachments listed in {MANIFEST} whose file is missing", str(key))
-            continue
-        r.attachments[path] = _attachment(r, path, str(key), None)
+        item = _attachment(
+            r, key, None, missing=f"skipped attachments listed in {MANIFEST} whose file is missing"
+        )
+        if item is not None:
+            r.attachments[key] = item
 
 
 # -- writing --------------------------------------------------------------------------------

@@ -3,14 +3,17 @@
 Going through ``Workspace.create_note`` costs a dozen statements per note; an import
 of 100,000 notes needs a few statements per thousand. Rows still go into the same
 tables (so the keyword index triggers see every note) and every note gets its
-``create`` row in the change feed. Attachment files are copied to a staging folder
-before the transaction, and moved into place only after the commit.
+``create`` row in the change feed. The readers copy attachment files into the import's
+staging folder; the writer moves them into place inside the transaction, after a journal
+of the moves and before the commit (see ``staging``): a committed row always has its
+file, and the files of a transaction that never committed are deleted, now (an error)
+or by the next clean-up (a killed process).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +27,7 @@ from noteloom.db import new_id, now_ms
 from noteloom.errors import ImportExportError
 from noteloom.interop.bundle import Bundle, Duplicates, ImportSummary, Progress
 from noteloom.interop.links import ID_LINK
+from noteloom.interop.staging import Staging, crash_point
 from noteloom.workspace import Workspace, record_change
 
 CHUNK = 2000
@@ -42,8 +46,8 @@ class _Plan:
     tag_links: list[tuple[str, str]] = field(default_factory=list)
     link_rows: list[dict[str, Any]] = field(default_factory=list)
     attachment_rows: list[dict[str, Any]] = field(default_factory=list)
-    #: (staged file, final path) for each attachment row.
-    moves: list[tuple[Path, Path]] = field(default_factory=list)
+    #: (attachment id, staged file, final path) for each attachment row.
+    moves: list[tuple[str, Path, Path]] = field(default_factory=list)
 
 
 def write_bundle(
@@ -51,40 +55,66 @@ def write_bundle(
     bundle: Bundle,
     *,
     source: str,
-    staging: Path,
+    staging: Staging,
     target: str | None = None,
     duplicates: Duplicates = "skip",
     progress: Progress,
 ) -> ImportSummary:
     """Write ``bundle`` into ``ws``: all of it, or (on any error) nothing at all.
 
-    ``target`` is the id of a notebook the import goes under; ``staging`` an empty folder
-    on the same file system as the attachments (removed by the caller)."""
-    staged = _stage_files(bundle, staging, progress)
-    moves: list[tuple[Path, Path]] = []
-    with ws.write() as conn:
-        if target is not None:
-            _check_target(conn, target)
-        plan = _plan(conn, ws, bundle, target, duplicates, staged)
-        total = len(plan.note_rows)
-        if plan.book_rows:
-            conn.execute(db.notebooks.insert(), plan.book_rows)
-        for i, rows in enumerate(_chunks(plan.note_rows, CHUNK)):
-            conn.execute(db.notes.insert(), rows)
-            record_change(conn, [r["id"] for r in rows], "create")
-            progress("writing", min((i + 1) * CHUNK, total), total)
-        for table, all_rows in (
-            (db.tags, plan.tag_rows),
-            (db.note_tags, plan.link_rows),
-            (db.attachments, plan.attachment_rows),
-        ):
-            for rows in _chunks(all_rows, CHUNK):
-                conn.execute(table.insert(), rows)
-        moves = plan.moves
-    # Committed: now the files may appear. A rename within one file system cannot half-happen.
-    for src, dest in moves:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dest)
+    ``target`` is the id of a notebook the import goes under; every attachment's file
+    lies in ``staging``, on the same file system as the attachments (removed by the caller)."""
+    for a in bundle.attachments:
+        if not a.staged:
+            raise ValueError(f"attachment {a.id!r} is not in the staging folder")
+    crash_point("staged")
+    moved: list[Path] = []
+    made: list[Path] = []
+    try:
+        with ws.write() as conn:
+            if target is not None:
+                _check_target(conn, target)
+            plan = _plan(conn, ws, bundle, target, duplicates)
+            total = len(plan.note_rows)
+            if plan.book_rows:
+                conn.execute(db.notebooks.insert(), plan.book_rows)
+            for i, rows in enumerate(_chunks(plan.note_rows, CHUNK)):
+                conn.execute(db.notes.insert(), rows)
+                record_change(conn, [r["id"] for r in rows], "create")
+                progress("writing", min((i + 1) * CHUNK, total), total)
+            for table, all_rows in (
+                (db.tags, plan.tag_rows),
+                (db.note_tags, plan.link_rows),
+                (db.attachments, plan.attachment_rows),
+            ):
+                for rows in _chunks(all_rows, CHUNK):
+                    conn.execute(table.insert(), rows)
+            # Files go into place before the commit makes their rows visible; the journal
+            # lets a later clean-up delete them if this process dies before committing.
+            if plan.moves:
+                staging.journal([(aid, dest) for aid, _, dest in plan.moves])
+            crash_point("rows")
+            moves_total = len(plan.moves)
+            for i, (_, src, dest) in enumerate(plan.moves):
+                if not dest.parent.is_dir():
+                    dest.parent.mkdir(parents=True)
+                    made.append(dest.parent)
+                os.replace(src, dest)  # a rename within one file system cannot half-happen
+                moved.append(dest)
+                if i % 500 == 0:
+                    progress("files", i, moves_total)
+            if moves_total:
+                progress("files", moves_total, moves_total)
+            crash_point("moved")
+    except BaseException:
+        for path in moved:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    crash_point("committed")
     notices = bundle.notices
     return ImportSummary(
         source=source,
@@ -97,29 +127,6 @@ def write_bundle(
         warnings=notices.count,
         messages=notices.messages(),
     )
-
-
-def _stage_files(bundle: Bundle, staging: Path, progress: Progress) -> dict[str, Path]:
-    """Each attachment's file, copied (or moved, when the import owns it) into ``staging``."""
-    out: dict[str, Path] = {}
-    total = len(bundle.attachments)
-    for i, a in enumerate(bundle.attachments):
-        dest = staging / f"attachment-{i}"
-        try:
-            if a.staged:
-                os.replace(a.source, dest)
-            else:
-                shutil.copyfile(a.source, dest)
-        except OSError as exc:
-            raise ImportExportError(
-                f"attachment {str(a.source)!r} cannot be read ({exc.strerror or exc}); check it and import again"
-            ) from exc
-        out[a.id] = dest
-        if i % 200 == 0:
-            progress("files", i, total)
-    if total:
-        progress("files", total, total)
-    return out
 
 
 def _check_target(conn: Connection, target: str) -> None:
@@ -141,7 +148,6 @@ def _plan(
     bundle: Bundle,
     target: str | None,
     duplicates: Duplicates,
-    staged: dict[str, Path],
 ) -> _Plan:
     plan = _Plan()
     notices = bundle.notices
@@ -253,7 +259,7 @@ def _plan(
                 "updated_time": a.updated_time,
             }
         )
-        plan.moves.append((staged[a.id], ws.attachment_path(aid, a.filename)))
+        plan.moves.append((aid, a.source, ws.attachment_path(aid, a.filename)))
     return plan
 
 
