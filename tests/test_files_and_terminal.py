@@ -5,6 +5,8 @@ reaches the terminal when the CLI prints text someone else wrote."""
 from __future__ import annotations
 
 import json
+import logging
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +17,8 @@ import httpx2 as httpx
 import pytest
 
 from chat_support import running_chat
-from noteloom.app import App, access_token
+from noteloom.app import App, access_token, open_app
+from noteloom.config import load_settings
 from noteloom.web.app import create_web_app
 
 # -- files named by API clients -------------------------------------------------------------
@@ -70,3 +73,76 @@ async def test_an_api_client_cannot_make_the_server_read_a_file_through_a_model_
             assert not [p for p in opened if p in ("/etc/shadow", "/dev/zero", str(secret))], opened
         kept = (await c.get(f"/api/v1/chat/conversations/{conversation}")).json()
         assert kept["controls"]["model"] == "echo", "a refused model leaves the controls as they were"
+
+
+# -- who may read the data folder -------------------------------------------------------------
+
+MAKE_A_WORKSPACE = r"""
+import json, os, sys
+from pathlib import Path
+os.umask(0o022)  # what most shells and service managers hand a process
+from noteloom.app import access_token, open_app
+from noteloom.config import load_settings
+from noteloom.locks import WorkspaceLock
+
+home = Path(sys.argv[1])
+app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+note = app.workspace.create_note("Holiday", "Passport number 1234")
+app.workspace.add_attachment(note.id, b"scan", "passport.png")
+access_token(app)
+lock = WorkspaceLock(app.engine, "test")
+assert lock.try_acquire()
+# Every file exists now, the WAL and shared-memory files too (a connection is open).
+modes = {str(p.relative_to(home)): p.stat().st_mode & 0o777 for p in [home, *home.rglob("*")]}
+print(json.dumps(modes))
+"""
+
+
+def _modes(home: Path) -> dict[str, int]:
+    return {str(p.relative_to(home)): p.stat().st_mode & 0o777 for p in [home, *home.rglob("*")]}
+
+
+def test_a_new_workspace_is_readable_by_its_owner_only_whatever_the_umask(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = subprocess.run([sys.executable, "-c", MAKE_A_WORKSPACE, str(home)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    modes: dict[str, int] = json.loads(done.stdout)
+    names = set(modes)
+    assert {".", "noteloom.db", "noteloom.db-wal", "noteloom.db-shm", "token", "attachments",
+            "noteloom.db-test.lock"} <= names, names
+    assert any(n.startswith("attachments/") for n in names), names
+    for name, mode in modes.items():
+        is_dir = (home / name).is_dir()
+        assert mode == (0o700 if is_dir else 0o600), f"{name}: {oct(mode)}"
+
+
+def test_opening_a_workspace_left_readable_by_others_makes_it_private_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = tmp_path / "home"
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    note = app.workspace.create_note("Holiday", "Passport number 1234")
+    app.workspace.add_attachment(note.id, b"scan", "passport.png")
+    access_token(app)
+    app.close()
+    (home / "noteloom.toml").write_text('[trash]\nretention_days = 30\n')
+    (home / "holiday.txt").write_text("not noteloom's file")
+    # As an earlier version (or a umask of 022) left them.
+    for path in [home, *home.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    assert (home / "noteloom.db").stat().st_mode & 0o777 == 0o644
+
+    with caplog.at_level(logging.WARNING, logger="noteloom.app"):
+        again = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        again.workspace.create_note("After", "written once the files are private")
+        modes = _modes(home)
+    finally:
+        again.close()
+    assert modes.pop("holiday.txt") == 0o644, "a file noteloom does not own is left alone"
+    for name, mode in modes.items():
+        assert mode == (0o700 if (home / name).is_dir() else 0o600), f"{name}: {oct(mode)}"
+    assert {"noteloom.db", "noteloom.db-wal", "noteloom.toml", "token"} <= set(modes)
+    said = [r.getMessage() for r in caplog.records if "readable by their owner only" in r.getMessage()]
+    assert len(said) == 1 and str(home) in said[0], caplog.text
