@@ -140,7 +140,7 @@ class Accounts:
         s = db.web_sessions.c
         with self.read() as c:
             r = c.execute(
-                sa.select(s.id, s.last_used_time, s.expires_time, db.users)
+                sa.select(s.id.label("session_id"), s.last_used_time, s.expires_time, db.users)
                 .select_from(
                     db.web_sessions.join(db.api_tokens, db.api_tokens.c.id == s.token_id)
                     .join(db.users, db.users.c.id == s.user_id)
@@ -155,7 +155,7 @@ class Accounts:
         last_used = r.last_used_time
         if now - last_used >= SESSION_TOUCH_MS:
             with self._w(None) as c:
-                c.execute(db.web_sessions.update().where(s.id == r.id).values(last_used_time=now))
+                c.execute(db.web_sessions.update().where(s.id == r.session_id).values(last_used_time=now))
             last_used = now
         return WebSession(User(r.id, r.name, bool(r.is_owner)), min(r.expires_time, last_used + SESSION_IDLE_MS))
 

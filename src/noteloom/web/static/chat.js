@@ -618,13 +618,17 @@
   async function loadExport() {
     const fmt = exportFormat();
     const url = `/api/v1/chat/conversations/${state.conv.id}/export?format=${fmt}`;
-    const text = await api("GET", url);
+    const res = await NL.authFetch(url);
+    const text = await res.text();
+    if (!res.ok) throw new NL.ApiError(`the export failed (${res.status})`, res.status);
     $("export-text").value = text;
-    // A plain link to the export would carry no credential: download what was fetched.
+    // A plain link to the export would carry no credential: download what was fetched,
+    // under the name the server gives it.
+    const named = /filename="([^"]+)"/.exec(res.headers.get("content-disposition") || "");
     const link = $("export-download");
     if (link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
-    link.href = URL.createObjectURL(new Blob([text], { type: fmt === "md" ? "text/markdown" : "text/plain" }));
-    link.setAttribute("download", `${state.conv.title.replace(/[^\w -]+/g, "_").slice(0, 60) || "chat"}.${fmt}`);
+    link.href = URL.createObjectURL(new Blob([text], { type: res.headers.get("content-type") || "text/plain" }));
+    link.setAttribute("download", named ? named[1] : `chat.${fmt}`);
     $("export-status").textContent = "";
   }
 
