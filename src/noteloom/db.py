@@ -124,12 +124,22 @@ revisions = sa.Table(
     "revisions",
     metadata,
     sa.Column("id", ID, primary_key=True),
-    sa.Column("note_id", ID, sa.ForeignKey("notes.id", ondelete="CASCADE"), nullable=False, index=True),
-    sa.Column("title", sa.Text, nullable=False),
-    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("note_id", ID, sa.ForeignKey("notes.id", ondelete="CASCADE"), nullable=False),
+    # A full version (a snapshot: ``body``) or an edit script rebuilding it from the next
+    # newer version (``delta``); NULL title: the same as the next newer version's. See
+    # workspace/revisions.py (migration 0007).
+    sa.Column("title", sa.Text),
+    sa.Column("body", sa.Text),
+    sa.Column("delta", sa.Text),
+    sa.Column("chars", sa.Integer),  # the version's length (NULL before 0007: length(body))
+    # Scripts between this row and the snapshot below it, and their total size.
+    sa.Column("chain_len", sa.Integer),
+    sa.Column("chain_chars", sa.Integer),
     # When that version was written (the note's updated_time then) and when it was replaced.
     sa.Column("version_time", MS, nullable=False),
     sa.Column("created_time", MS, nullable=False),
+    # A note's history in order; it also serves lookups by note alone.
+    sa.Index("ix_revisions_note_time", "note_id", "created_time"),
 )
 
 attachments = sa.Table(

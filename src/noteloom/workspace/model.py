@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import InitVar, dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from noteloom.errors import InvalidInput
@@ -62,12 +63,27 @@ class Tag:
 
 @dataclass(frozen=True)
 class Revision:
+    """An earlier version of a note. Listings read no text: ``body`` is rebuilt from the
+    stored history on first use (``chars`` is its length, known without that)."""
+
     id: str
     note_id: str
     title: str
-    body: str
+    chars: int
     version_time: int
     created_time: int
+    # Not a field: equality, repr and asdict() are the listing's metadata alone.
+    load: InitVar[Callable[[], str] | None] = None
+
+    def __post_init__(self, load: Callable[[], str] | None) -> None:
+        object.__setattr__(self, "_load", load)
+
+    @cached_property
+    def body(self) -> str:
+        load: Callable[[], str] | None = self.__dict__["_load"]
+        if load is None:
+            raise LookupError(f"revision {self.id!r} was made without a way to read its text")
+        return load()
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mimetypes
 import re
 import shutil
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from noteloom import db
 from noteloom.db import new_id, now_ms
 from noteloom.errors import Conflict, NotFound
+from noteloom.workspace import revisions
 from noteloom.workspace.changes import record_change
 from noteloom.workspace.model import (
     _UNSET,
@@ -184,7 +185,9 @@ class Notes(Notebooks):
     ) -> Note:
         """Change a note; a change of title or body keeps the previous version as a revision."""
         with self._w(conn) as c:
-            row = self._live_note(c, note_id)
+            # Locked (PostgreSQL) until commit: a second writer of this note waits, then
+            # reads this one's result, so each revision deltas against the version it replaced.
+            row = self._live_note(c, note_id, lock=True)
             values: dict[str, Any] = {}
             if title is not None:
                 _check_text(title, "title")
@@ -208,24 +211,15 @@ class Notes(Notebooks):
                 return self.get_note(note_id, conn=c)
             t = max(now_ms(), row.updated_time + 1)
             if "title" in values or "body" in values:
-                c.execute(
-                    db.revisions.insert(),
-                    {
-                        "id": new_id(),
-                        "note_id": note_id,
-                        "title": row.title,
-                        "body": row.body,
-                        "version_time": row.updated_time,
-                        "created_time": t,
-                    },
-                )
+                t = revisions.record(c, row, values.get("title", row.title), values.get("body", row.body), t)
             values["updated_time"] = t
             c.execute(db.notes.update().where(db.notes.c.id == note_id).values(**values))
             record_change(c, [note_id], "update")
             return self.get_note(note_id, conn=c)
 
-    def _live_note(self, c: Connection, note_id: str) -> Any:
-        row = c.execute(sa.select(db.notes).where(db.notes.c.id == note_id)).first()
+    def _live_note(self, c: Connection, note_id: str, *, lock: bool = False) -> Any:
+        q = sa.select(db.notes).where(db.notes.c.id == note_id)
+        row = c.execute(q.with_for_update() if lock else q).first()
         if row is None or row.deleted_time is not None:
             state = "is in the trash" if row is not None else "does not exist"
             raise NotFound(f"note {note_id!r} {state}; search for it to find its id")
@@ -394,23 +388,37 @@ class Notes(Notebooks):
     # -- revisions ----------------------------------------------------------------------
 
     def list_revisions(self, note_id: str, *, conn: Connection | None = None) -> list[Revision]:
-        """Earlier versions of a note, newest first."""
+        """Earlier versions of a note, newest first. Their text is read only when asked for
+        (``Revision.body``), so a listing costs the same whatever the notes' size."""
         with self._r(conn) as c:
             self.get_note(note_id, include_deleted=True, conn=c)
-            rows = c.execute(
-                sa.select(db.revisions)
-                .where(db.revisions.c.note_id == note_id)
-                .order_by(db.revisions.c.created_time.desc(), db.revisions.c.id)
-            ).all()
-            return [Revision(r.id, r.note_id, r.title, r.body, r.version_time, r.created_time) for r in rows]
+            return [
+                Revision(r.id, r.note_id, r.title, r.chars, r.version_time, r.created_time,
+                         self._revision_body(conn, r.id))
+                for r in revisions.listing(c, note_id)
+            ]
+
+    def revision_text(self, revision_id: str, *, conn: Connection | None = None) -> tuple[str, str]:
+        """The full title and body of an earlier version."""
+        with self._r(conn) as c:
+            return revisions.text(c, revision_id)
+
+    def _revision_body(self, conn: Connection | None, revision_id: str) -> Callable[[], str]:
+        def load() -> str:
+            # Inside the caller's transaction while it lasts (it may hold uncommitted versions).
+            live = conn if conn is not None and not conn.closed and conn.in_transaction() else None
+            return self.revision_text(revision_id, conn=live)[1]
+
+        return load
 
     def restore_revision(self, revision_id: str, *, conn: Connection | None = None) -> Note:
         """Make an earlier version current again (the current one becomes a revision too)."""
         with self._w(conn) as c:
-            r = c.execute(sa.select(db.revisions).where(db.revisions.c.id == revision_id)).first()
-            if r is None:
-                raise NotFound(f"no revision {revision_id!r}; `noteloom notes history NOTE` lists them")
-            return self.update_note(r.note_id, title=r.title, body=r.body, conn=c)
+            note_id = revisions.note_of(c, revision_id)
+            # The lock first: the version is rebuilt from the note's current text.
+            c.execute(sa.select(db.notes.c.id).where(db.notes.c.id == note_id).with_for_update())
+            title, body = revisions.text(c, revision_id)
+            return self.update_note(note_id, title=title, body=body, conn=c)
 
     # -- attachments --------------------------------------------------------------------
 
