@@ -15,6 +15,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "joplin"
 
 @pytest.fixture
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    (tmp_path / "home").mkdir()
     monkeypatch.setenv("NOTELOOM_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("NOTELOOM_DATABASE_URL", raising=False)
     runner = CliRunner()
@@ -31,7 +32,7 @@ def test_import_prints_a_json_summary(run) -> None:  # type: ignore[no-untyped-d
     result = run("import", str(FIXTURES / "sample.jex"), "--json")
     assert json.loads(result.stdout) == {
         "source": str(FIXTURES / "sample.jex"), "format": "jex", "notebooks": 5, "notes": 6, "tags": 4,
-        "attachments": 2, "skipped": 0, "warnings": 0, "messages": [],
+        "attachments": 2, "skipped": 0, "warnings": 0, "messages": [], "skipped_items": [],
     }
     again = json.loads(run("import", str(FIXTURES / "raw"), "--json").stdout)
     assert (again["format"], again["notes"], again["skipped"], again["warnings"]) == ("raw", 0, 8, 13)
@@ -58,6 +59,7 @@ def test_export_then_import_in_another_home(run, tmp_path: Path) -> None:  # typ
     md = run("export", str(tmp_path / "md"), "--format", "md")
     assert "exported 6 notes, 5 notebooks, 4 tags, 2 attachments" in md.stdout
     assert (tmp_path / "md" / "Work" / "Projects" / "Alpha" / "Project plan.md").is_file()
+    (tmp_path / "other").mkdir()
     other = json.loads(
         run("import", str(tmp_path / "md"), "--home", str(tmp_path / "other"), "--json").stdout
     )

@@ -73,6 +73,8 @@ class Notices:
 
     def __init__(self) -> None:
         self.skipped = 0
+        #: (item, why) of every item left out, for the summary to list.
+        self.skips: list[tuple[str, str]] = []
         self._groups: dict[str, list[str]] = {}
         self._order: list[str] = []
 
@@ -84,8 +86,9 @@ class Notices:
         self._groups[kind].append(example)
 
     def skip(self, kind: str, example: str = "") -> None:
-        """An item was left out; counted in ``skipped`` as well."""
+        """An item was left out; counted in ``skipped`` and listed in ``skips`` as well."""
         self.skipped += 1
+        self.skips.append((example, kind))
         self.warn(kind, example)
 
     @property
@@ -128,6 +131,8 @@ class ImportSummary:
     skipped: int
     warnings: int
     messages: list[str]
+    #: Every item left out: ``{"item": name or id, "reason": why}``.
+    skipped_items: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -266,14 +266,16 @@ def _jex_entries(
                 if member.issparse():
                     notices.skip(_SPARSE_SKIP, member.name)
                     continue
+                parts = [p for p in PurePosixPath(member.name).parts if p not in (".", "")]
                 try:
-                    # The "data" filter's rules (no absolute paths, no ``..``, no devices);
-                    # nothing is extracted by tarfile itself, the names are ours.
+                    # The "data" filter's rules, stricter: it would strip a leading "/",
+                    # an import refuses the member. Nothing is extracted by tarfile itself.
+                    if member.name.startswith("/") or ".." in parts:
+                        raise tarfile.AbsolutePathError(member)
                     tarfile.data_filter(member, str(staging))
                 except tarfile.FilterError:
                     notices.skip(_PATH_SKIP, member.name)
                     continue
-                parts = [p for p in PurePosixPath(member.name).parts if p not in (".", "")]
                 data_file = tar.extractfile(member) if parts else None
                 if data_file is None:
                     continue

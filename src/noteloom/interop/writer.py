@@ -126,6 +126,7 @@ def write_bundle(
         skipped=notices.skipped,
         warnings=notices.count,
         messages=notices.messages(),
+        skipped_items=[{"item": item, "reason": reason} for item, reason in notices.skips],
     )
 
 

@@ -140,7 +140,7 @@ def install(api: FastAPI, app: App) -> None:
         """Earlier versions, newest first."""
         user_of(request)
         revs = await to_thread.run_sync(lambda: ws.list_revisions(note_id))
-        return {"revisions": [{"id": v.id, "title": v.title, "chars": len(v.body), "version_time": v.version_time,
+        return {"revisions": [{"id": v.id, "title": v.title, "chars": v.chars, "version_time": v.version_time,
                                "created_time": v.created_time} for v in revs]}
 
     @r.post("/notes/{note_id}/revisions/{revision_id}/restore", response_model=NoteOut)
