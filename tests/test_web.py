@@ -1,4 +1,5 @@
-"""The web surface: the token guards every route but /health; pages render notes safely."""
+"""The web surface: a header credential guards every route with data; pages are shells whose
+notes come rendered, safely, from JSON routes."""
 
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ async def test_health_needs_no_token(app: App) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("path", ["/", "/notes/" + "0" * 32, "/static/noteloom.css", "/api/v1/openapi.json"])
-async def test_every_other_route_needs_the_token(app: App, path: str) -> None:
+@pytest.mark.parametrize("path", ["/api/v1/notes", "/api/v1/notebooks", "/api/v1/openapi.json",
+                                  "/api/v1/notes/" + "0" * 32 + "/rendered", "/attachments/" + "0" * 32])
+async def test_every_route_with_data_needs_the_token(app: App, path: str) -> None:
     r = await _get(app, path)
     assert r.status_code == 401
     assert "token" in r.json()["message"]
@@ -45,32 +47,39 @@ async def test_every_other_route_needs_the_token(app: App, path: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_token_in_the_query_sets_a_cookie_for_the_browser(app: App) -> None:
+async def test_a_token_in_the_query_authenticates_nothing_and_sets_no_cookie(app: App) -> None:
+    """A URL ends up in logs, history and Referer: only the page's script reads ?token=
+    (to sign in, then drops it); the server neither accepts it nor puts it in a cookie."""
     token = access_token(app)
     transport = httpx.ASGITransport(app=create_web_app(app))
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
-        first = await c.get(f"/?token={token}")
-        assert first.status_code == 200
-        assert "HttpOnly" in first.headers["set-cookie"]
-        follow = await c.get("/static/noteloom.css")  # the cookie alone now suffices
-        assert follow.status_code == 200
+        shell = await c.get(f"/?token={token}")
+        assert shell.status_code == 200 and "set-cookie" not in shell.headers and token not in shell.text
+        for path in ("/api/v1/notes", "/mcp"):
+            r = await c.post(path, params={"token": token}) if path == "/mcp" else await c.get(path, params={"token": token})
+            assert r.status_code == 401, path
 
 
 @pytest.mark.anyio
-async def test_pages_list_notebooks_and_render_a_note(app: App) -> None:
+async def test_pages_are_shells_and_their_data_comes_from_the_json_routes(app: App) -> None:
     ws = app.workspace
     token = access_token(app)
     book = ws.create_notebook("Garden")
-    ws.create_notebook("Roses", book.id)
+    roses = ws.create_notebook("Roses", book.id)
     note = ws.create_note("Watering", "# Plan\n\n- **morning** only\n", book.id, tags=["outdoor"])
     auth = {"Authorization": f"Bearer {token}"}
-    home = await _get(app, "/", headers=auth)
-    assert "Garden" in home.text and "Roses" in home.text and "Watering" in home.text
-    page = await _get(app, f"/notes/{note.id}", headers=auth)
-    assert "<strong>morning</strong>" in page.text and "outdoor" in page.text
-    listing = await _get(app, f"/notebooks/{book.id}", headers=auth)
-    assert "Watering" in listing.text
-    missing = await _get(app, "/notes/" + "f" * 32, headers=auth)
+    for path in ("/", f"/notebooks/{book.id}", f"/notes/{note.id}"):
+        page = await _get(app, path, headers=auth)
+        assert page.status_code == 200
+        assert "Garden" not in page.text and "Watering" not in page.text  # even with the token
+    books = (await _get(app, "/api/v1/notebooks", headers=auth)).json()
+    assert {(b["title"], b["parent_id"]) for b in books} >= {("Garden", None), ("Roses", book.id)}
+    assert roses.id in {b["id"] for b in books}
+    listing = (await _get(app, f"/api/v1/notes?notebook_id={book.id}", headers=auth)).json()
+    assert [n["title"] for n in listing["notes"]] == ["Watering"]
+    rendered = (await _get(app, f"/api/v1/notes/{note.id}/rendered", headers=auth)).json()
+    assert "<strong>morning</strong>" in rendered["html"] and rendered["tags"] == ["outdoor"]
+    missing = await _get(app, "/api/v1/notes/" + "f" * 32 + "/rendered", headers=auth)
     assert missing.status_code == 404
 
 
@@ -93,6 +102,7 @@ async def test_attachments_are_served_only_with_the_token(app: App) -> None:
     r = await _get(app, f"/attachments/{att.id}", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200 and r.content == b"hello"
     assert r.headers["content-security-policy"] == "sandbox"
+    assert r.headers["x-content-type-options"] == "nosniff"
 
 
 @pytest.mark.anyio
