@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from noteloom.app import App
-from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
+from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json, to_jsonable
 from noteloom.cli.dates import parse_date, show_date
 from noteloom.workspace import Notebook
 
@@ -209,11 +209,22 @@ def notes_search(
 def notes_history(
     note_id: str,
     restore: str | None = typer.Option(None, "--restore", help="Make this revision current again."),
+    diff: str | None = typer.Option(
+        None, "--diff", help="Show what changed from this revision to the next version (a unified diff)."
+    ),
     as_json: bool = JSON_OPTION,
     home: Path | None = HOME_OPTION,
 ) -> None:
-    """List a note's earlier versions, or restore one."""
+    """List a note's earlier versions, show what one changed, or restore one."""
+    if restore and diff:
+        fail("give either --restore or --diff, not both")
     with opened(home) as a:
+        if diff:
+            a.workspace.get_note(note_id, include_deleted=True)
+            if diff not in {r.id for r in a.workspace.list_revisions(note_id)}:
+                fail(f"note {note_id!r} has no revision {diff!r}; `noteloom notes history {note_id}` lists them")
+            sys.stdout.write(a.workspace.revision_diff(diff))
+            return
         if restore:
             a.workspace.get_note(note_id)
             revs = {r.id for r in a.workspace.list_revisions(note_id)}
@@ -224,10 +235,11 @@ def notes_history(
             return
         revisions = a.workspace.list_revisions(note_id)
         if as_json:
-            print_json(revisions)
+            # The JSON form carries each version's text: it is rebuilt here, one by one.
+            print_json([{**to_jsonable(r), "body": r.body} for r in revisions])
             return
         for r in revisions:
-            typer.echo(f"{r.id}  {show_date(r.version_time)}  {r.title}  ({len(r.body)} chars)")
+            typer.echo(f"{r.id}  {show_date(r.version_time)}  {r.title}  ({r.chars} chars)")
 
 
 # -- notebooks ----------------------------------------------------------------------------

@@ -403,6 +403,21 @@ class Notes(Notebooks):
         with self._r(conn) as c:
             return revisions.text(c, revision_id)
 
+    def revision_diff(self, revision_id: str, *, conn: Connection | None = None) -> str:
+        """What changed from an earlier version to the next one (the next newer revision, or
+        the current note): a unified diff of the bodies, after a line for a changed title."""
+        with self._r(conn) as c:
+            note_id = revisions.note_of(c, revision_id)
+            ids = [r.id for r in revisions.listing(c, note_id)]
+            old = revisions.text(c, revision_id)
+            at = ids.index(revision_id)
+            if at == 0:
+                note = self.get_note(note_id, include_deleted=True, conn=c)
+                new, label = (note.title, note.body), "current version"
+            else:
+                new, label = revisions.text(c, ids[at - 1]), f"revision {ids[at - 1]}"
+        return revisions.unified_diff(old, new, f"revision {revision_id}", label)
+
     def _revision_body(self, conn: Connection | None, revision_id: str) -> Callable[[], str]:
         def load() -> str:
             # Inside the caller's transaction while it lasts (it may hold uncommitted versions).

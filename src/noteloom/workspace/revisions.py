@@ -26,6 +26,7 @@ of one note take turns and each deltas against what the other committed.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,6 +165,20 @@ def text(c: Connection, revision_id: str) -> tuple[str, str]:
     if len(rebuilt) != target.chars:
         raise _damaged(revision_id, note_id, f"it rebuilds to {len(rebuilt)} characters, not {target.chars}")
     return title, rebuilt
+
+
+def unified_diff(old: tuple[str, str], new: tuple[str, str], old_label: str, new_label: str) -> str:
+    """A unified diff from ``(title, body)`` ``old`` to ``new``, as ``diff -u`` prints it."""
+    out: list[str] = []
+    if old[0] != new[0]:
+        out.append(f"title: {old[0]!r} -> {new[0]!r}\n")
+    lines = difflib.unified_diff(
+        old[1].splitlines(keepends=True), new[1].splitlines(keepends=True), old_label, new_label
+    )
+    for line in lines:
+        # The last line of a body without a final newline, marked as diff marks it.
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
 
 
 def _damaged(revision_id: str, note_id: str, why: str) -> StorageError:
