@@ -35,6 +35,7 @@ OUT = Path(__file__).resolve().parent / ".out"
 
 def _import(source: Path, home: Path) -> tuple[float, float, dict[str, object]]:
     """Wall and CPU seconds of one ``noteloom import`` subprocess, and its JSON summary."""
+    home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "NOTELOOM_HOME": str(home)}
     env.pop("NOTELOOM_DATABASE_URL", None)
     cmd = [sys.executable, "-m", "noteloom", "import", str(source), "--json", "--no-progress"]

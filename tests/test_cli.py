@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    (tmp_path / "home").mkdir()
     monkeypatch.setenv("NOTELOOM_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("NOTELOOM_DATABASE_URL", raising=False)
     runner = CliRunner()
@@ -108,6 +109,7 @@ def test_bad_input_gets_one_line_and_a_non_zero_exit(run) -> None:  # type: igno
 
 
 def test_noteloom_serve_prints_the_url_and_token_and_serves(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
     env = {**os.environ, "NOTELOOM_HOME": str(tmp_path / "home")}
     env.pop("NOTELOOM_DATABASE_URL", None)
     port = _free_port()
@@ -138,8 +140,10 @@ def test_noteloom_serve_prints_the_url_and_token_and_serves(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_make_serve_starts_noteloom(tmp_path: Path) -> None:
-    """The README's first command (the venv exists already, so it only starts the server)."""
-    env = {**os.environ, "NOTELOOM_HOME": str(tmp_path / "home")}
+    """The README's first command (the venv exists already, so it only starts the server), on a
+    machine without a data folder yet: the platform's default folder is created."""
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    env.pop("NOTELOOM_HOME", None)
     env.pop("NOTELOOM_DATABASE_URL", None)
     port = _free_port()
     proc = subprocess.Popen(
@@ -157,6 +161,8 @@ def test_make_serve_starts_noteloom(tmp_path: Path) -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+        created = tmp_path / "data" / "noteloom"
+        assert (created / "noteloom.db").is_file() and created.stat().st_mode & 0o777 == 0o700
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=15)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,9 +16,11 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+from typer.testing import CliRunner
 
 from chat_support import running_chat
 from noteloom.app import App, access_token, open_app
+from noteloom.cli import cli
 from noteloom.config import load_settings
 from noteloom.web.app import create_web_app
 
@@ -146,3 +149,34 @@ def test_opening_a_workspace_left_readable_by_others_makes_it_private_and_says_s
     assert {"noteloom.db", "noteloom.db-wal", "noteloom.toml", "token"} <= set(modes)
     said = [r.getMessage() for r in caplog.records if "readable by their owner only" in r.getMessage()]
     assert len(said) == 1 and str(home) in said[0], caplog.text
+
+
+# -- a --home that names no workspace -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["mcp"], ["notes", "list"], ["serve", "--port", "0"], ["token"]])
+def test_a_home_that_does_not_exist_is_an_error_and_nothing_is_created(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "typo" / "noteloom"
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTELOOM_HOME", "NOTELOOM_DATABASE_URL")}
+    for args, extra in (([*command, "--home", str(missing)], {}), (command, {"NOTELOOM_HOME": str(missing)})):
+        done = subprocess.run([sys.executable, "-m", "noteloom", *args], env={**env, **extra}, input="",
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert done.stdout == ""
+        assert done.stderr.splitlines() == [
+            f"error: no workspace at {missing}; run `noteloom init --home {missing}` to create one"
+        ], done.stderr
+        assert not (tmp_path / "typo").exists()
+
+
+def test_init_creates_the_workspace_a_named_home_then_opens(tmp_path: Path) -> None:
+    home = tmp_path / "new"
+    runner = CliRunner()
+    made = runner.invoke(cli, ["init", "--home", str(home)])
+    assert made.exit_code == 0 and f"workspace: {home}" in made.stdout, made.output
+    assert runner.invoke(cli, ["notes", "add", "First", "--home", str(home)]).exit_code == 0
+    listed = runner.invoke(cli, ["notes", "list", "--json", "--home", str(home)])
+    assert [n["title"] for n in json.loads(listed.stdout)] == ["First"]
+    (tmp_path / "a-file").write_text("")
+    wrong = runner.invoke(cli, ["notes", "list", "--home", str(tmp_path / "a-file")])
+    assert wrong.exit_code == 1 and "is a file, not a workspace folder" in wrong.stderr

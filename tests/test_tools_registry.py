@@ -164,6 +164,7 @@ def test_the_notebook_scope_matches_titles_and_paths(patterns: list[str], expect
 
 @pytest.fixture
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    (tmp_path / "home").mkdir()
     monkeypatch.setenv("NOTELOOM_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("NOTELOOM_DATABASE_URL", raising=False)
     runner = CliRunner()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from typing import Any, NoReturn
 import typer
 
 from noteloom.app import App, open_app
-from noteloom.config import load_settings
+from noteloom.config import default_data_dir, load_settings
 from noteloom.errors import NoteloomError
 
 
@@ -23,10 +24,22 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 @contextmanager
-def opened(home: Path | None = None) -> Iterator[App]:
-    """The app for a command; domain errors print one line and exit non-zero."""
+def opened(home: Path | None = None, *, create: bool = False) -> Iterator[App]:
+    """The app for a command; domain errors print one line and exit non-zero.
+
+    A folder named with ``--home`` or ``NOTELOOM_HOME`` must exist unless ``create``
+    (``noteloom init``): a typo must not quietly start an empty workspace that an AI app
+    then writes to. The platform's default folder is made on first use, so the README's
+    first steps and ``make serve`` work on a fresh machine.
+    """
     try:
-        app = open_app(load_settings(data_dir=home))
+        settings = load_settings(data_dir=home)
+        where = settings.data_dir
+        if not create and not where.is_dir() and where != default_data_dir().expanduser().resolve():
+            if where.exists():
+                fail(f"{where} is a file, not a workspace folder; give --home the folder of a workspace")
+            fail(f"no workspace at {where}; run `noteloom init --home {shlex.quote(str(where))}` to create one")
+        app = open_app(settings)
     except NoteloomError as exc:
         fail(str(exc))
     try:

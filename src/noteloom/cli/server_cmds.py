@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def init(home: Path | None = HOME_OPTION, name: str = typer.Option("owner", help="The owner's name.")) -> None:
         """Create the workspace (if needed), its owner and an access token."""
-        with opened(home) as a:
+        with opened(home, create=True) as a:
             a.workspace.ensure_owner(name)
             token = access_token(a)
             typer.echo(f"workspace: {a.settings.data_dir}")
