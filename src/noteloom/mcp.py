@@ -39,6 +39,7 @@ from mcp_types.version import (
 
 from noteloom import __version__
 from noteloom.app import App
+from noteloom.jsonvalues import dumps, dumps_bytes, find_problem, surrogate_in
 from noteloom.tools import ToolContext, ToolDef, ToolError, ToolSettings, UnknownTool
 from noteloom.workspace import User, Workspace
 
@@ -51,6 +52,8 @@ ENABLED_KEY = "mcp.enabled"
 ENABLED_DEFAULT = True
 #: More messages than this in one batch is refused as a whole (a cheap denial-of-service guard).
 MAX_BATCH = 100
+#: The largest message (HTTP body or stdio line) read: a note body of a few MB fits, a runaway one does not.
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
     mt.PARSE_ERROR, mt.INVALID_REQUEST, mt.METHOD_NOT_FOUND, mt.INVALID_PARAMS, mt.INTERNAL_ERROR,
@@ -97,7 +100,9 @@ class Reply:
     rejected: bool = False
 
     def encode(self) -> bytes:
-        return json.dumps(self.body, ensure_ascii=False, separators=(",", ":")).encode()
+        # Always sendable: a lone surrogate that reached an answer (an echo, an odd stored
+        # row) goes out as U+FFFD, NaN as null, rather than failing the whole batch.
+        return dumps_bytes(self.body)
 
 
 def error_body(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
@@ -107,8 +112,22 @@ def error_body(code: int, message: str, request_id: Any = None, data: Any = None
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
+def parse(data: bytes | str, what: str) -> tuple[Any, dict[str, Any] | None]:
+    """The message in ``data``, or ``None`` and the -32700 answer that says why there is none."""
+    try:
+        return json.loads(data), None
+    except RecursionError:
+        reason = "it nests too deeply"
+    except ValueError as exc:  # bad JSON, bad UTF-8, an integer past Python's 4300 digits
+        reason = "an integer has too many digits" if "integer string conversion" in str(exc) else str(exc)
+    return None, error_body(PARSE_ERROR, f"Parse error: the {what} is not valid JSON ({reason})")
+
+
 def _valid_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    # An id with a lone surrogate could not be echoed faithfully, so the client could not match it.
+    if isinstance(value, str):
+        return surrogate_in(value) is None
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class McpServer:
@@ -149,10 +168,9 @@ class McpServer:
         preflight: Preflight | None = None,
     ) -> Reply:
         """One HTTP body or stdio line: a message or a batch, as JSON text."""
-        try:
-            message = json.loads(data)
-        except (ValueError, RecursionError):
-            return Reply(error_body(PARSE_ERROR, "Parse error: the body is not valid JSON"), rejected=True)
+        message, error = parse(data, "body")
+        if error is not None:
+            return Reply(error, rejected=True)
         return await self.handle(message, user, headers=headers, preflight=preflight)
 
     async def handle(
@@ -203,6 +221,11 @@ class McpServer:
             return error_body(INVALID_REQUEST, "Invalid Request: params must be an object", rid)
         if not has_id:
             return None  # notifications (initialized, cancelled …) need nothing from a stateless server
+        # Python's parser lets through what no peer or database can carry (NaN, 1e999, huge
+        # integers, lone surrogates): refused here, naming where, before any method sees it.
+        problem = find_problem(params, "params")
+        if problem is not None:
+            return error_body(INVALID_PARAMS, f"Invalid params: {problem}", rid)
         try:
             result = await self._dispatch(method, params, user, pre, msg, headers)
         except RpcError as exc:
@@ -264,8 +287,15 @@ class McpServer:
         """The 2026-07-28-era version this request speaks (its envelope checked the SDK's
         way), or ``None`` for a handshake-era request."""
         meta = params.get("_meta")
-        if not (isinstance(meta, dict) and mt.PROTOCOL_VERSION_META_KEY in meta) and msg["method"] != "server/discover":
+        header = (headers or {}).get("mcp-protocol-version")
+        if (
+            not (isinstance(meta, dict) and mt.PROTOCOL_VERSION_META_KEY in meta)
+            and msg["method"] != "server/discover"
+            and header not in MODERN_PROTOCOL_VERSIONS
+        ):
             return None
+        # A modern version in the header alone is a modern request without its envelope:
+        # the ladder answers that with -32602 naming the missing _meta keys.
         route = classify_inbound_request(msg, headers=headers, supported_modern_versions=MODERN_PROTOCOL_VERSIONS)
         if isinstance(route, InboundLadderRejection):
             raise RpcError(route.code, route.message, route.data)
@@ -342,7 +372,7 @@ class McpServer:
             return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
         payload = result.payload
         out: dict[str, Any] = {
-            "content": [{"type": "text", "text": json.dumps(payload, ensure_ascii=False, separators=(",", ":"))}],
+            "content": [{"type": "text", "text": dumps(payload)}],
             "isError": False,
         }
         if tool.output_schema is not None and isinstance(payload, dict):
@@ -369,9 +399,10 @@ async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, std
 
     Requests run concurrently (a slow search does not hold up a ping) and
     ``notifications/cancelled`` cancels the named one; only protocol messages
-    ever reach ``stdout``.
+    ever reach ``stdout``. No line ends the loop: bad JSON gets -32700, a line over
+    :data:`MAX_MESSAGE_BYTES` -32600 (the rest of it is skipped unread), a failing
+    request -32603 for itself alone; only the end of input (or of stdout) stops it.
     """
-    reader = anyio.wrap_file(stdin)
     write_lock = anyio.Lock()
     running: dict[Any, anyio.CancelScope] = {}
 
@@ -383,29 +414,48 @@ async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, std
 
     async def answer(message: Any) -> None:
         rid = message.get("id") if isinstance(message, dict) else None
+        wants_answer = (isinstance(message, dict) and "id" in message and "method" in message) or (
+            isinstance(message, list) and any(isinstance(m, dict) and "id" in m for m in message)
+        )
         with anyio.CancelScope() as scope:
             if _valid_id(rid):
                 running[rid] = scope
             try:
                 pre = await to_thread.run_sync(server.preflight)
                 if not pre.enabled:
-                    if isinstance(message, dict) and "id" in message and "method" in message:
+                    if wants_answer:
                         await send(Reply(error_body(INVALID_REQUEST, DISABLED_MESSAGE, rid if _valid_id(rid) else None)))
                     return
-                await send(await server.handle(message, user, preflight=pre))
+                reply = await server.handle(message, user, preflight=pre)
+            except Exception:
+                # handle() answers a failing request itself; this is the settings read or worse.
+                log.exception("MCP stdio message failed (%s)", _describe(message))
+                if not wants_answer:
+                    return
+                reply = Reply(error_body(INTERNAL_ERROR, "Internal error: the request failed on the server; "
+                                         "its log (stderr) has the details", rid if _valid_id(rid) else None))
             finally:
                 if _valid_id(rid) and running.get(rid) is scope:
                     del running[rid]
+            await send(reply)
 
     async with anyio.create_task_group() as tg:
-        async for raw in reader:
+        while True:
+            read = await to_thread.run_sync(_read_line, stdin, MAX_MESSAGE_BYTES)
+            if read is None:
+                break
+            raw, too_long = read
+            if too_long:
+                await send(Reply(error_body(
+                    INVALID_REQUEST, f"Invalid Request: the line is longer than {MAX_MESSAGE_BYTES} bytes"
+                )))
+                continue
             line = raw.strip()
             if not line:
                 continue
-            try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):
-                await send(Reply(error_body(PARSE_ERROR, "Parse error: the line is not valid JSON")))
+            message, error = parse(line, "line")
+            if error is not None:
+                await send(Reply(error))
                 continue
             log.debug("stdio in: %s", _describe(message))
             if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
@@ -415,6 +465,20 @@ async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, std
                     running[target].cancel()
                 continue
             tg.start_soon(answer, message)
+
+
+def _read_line(stdin: BinaryIO, limit: int) -> tuple[bytes, bool] | None:
+    """The next line and whether it was longer than ``limit`` (then its bytes are skipped,
+    not kept), or ``None`` at the end of input."""
+    line = stdin.readline(limit + 1)
+    if not line:
+        return None
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line, False
+    while True:
+        rest = stdin.readline(1 << 16)
+        if not rest or rest.endswith(b"\n"):
+            return b"", True
 
 
 def _describe(message: Any) -> str:

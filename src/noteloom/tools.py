@@ -19,6 +19,7 @@ import jsonschema
 from jsonschema.validators import Draft202012Validator
 
 from noteloom.errors import NoteloomError, QueryError, SectionError, WorkspaceError
+from noteloom.jsonvalues import find_problem
 from noteloom.workspace import Notebook, User, Workspace
 
 if TYPE_CHECKING:
@@ -260,6 +261,13 @@ class ToolRegistry:
         """Check ``args`` against the tool's schema; ``ToolArgumentError`` names the argument."""
         if not isinstance(args, dict):
             raise ToolArgumentError(f"arguments of {name} must be a JSON object, not {type(args).__name__}")
+        # Before the schema: what no part of noteloom can hold (a lone surrogate, NaN, an
+        # integer past 2**53, a NUL that PostgreSQL refuses) whichever surface or model sent
+        # it, and nesting that would exhaust the validator's recursion.
+        problem = find_problem(args, forbid_nul=True)
+        if problem is not None:
+            where = f"argument {problem.path!r}: " if problem.path else ""
+            raise ToolArgumentError(f"{name}: {where}{problem.message}")
         validator = self._validators[name]
         error = jsonschema.exceptions.best_match(validator.iter_errors(args))
         if error is not None:

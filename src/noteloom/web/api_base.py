@@ -4,11 +4,17 @@ handlers, the acting user, and a note as JSON.
 Errors are ``{"error": code, "message": text}`` (plus ``field`` for bad input): 404
 missing (or someone else's), 409 a clash with the current state, 422 bad input, 503
 a service that is not running. Domain errors are mapped once, here.
+
+Bodies are checked before their models: Python's JSON parser takes ``NaN``,
+``1e999``, integers of any size and lone surrogates, which pydantic lets through to
+places that cannot hold them (:mod:`noteloom.jsonvalues`); they get a 422 naming the
+field. Answers always encode: a lone surrogate goes out as U+FFFD.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -16,13 +22,21 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from noteloom.errors import AuthError, ConfigError, Conflict, InvalidInput, NoteloomError, NotFound
+from noteloom.jsonvalues import MAX_SAFE_INTEGER, dumps, dumps_bytes, find_problem
 from noteloom.workspace import Note, User
+
+log = logging.getLogger("noteloom.web.api")
 
 ID_PATTERN = r"^[0-9a-f]{32}$"
 IdPath = Annotated[str, Path(pattern=ID_PATTERN, description="A 32-character lowercase hex id.")]
+#: Bound of counts and offsets in queries: what every JSON client holds exactly, far below
+#: SQLite's 2**63 (past which binding the value fails), with room for ``offset + limit``.
+MAX_COUNT = MAX_SAFE_INTEGER
+#: Text in queries holds no NUL: PostgreSQL refuses it, and no title or message has one.
+NO_NUL = r"^[^\x00]*$"
 # Domain messages start with the value they are about ("note_context.note_id: …", "title must …").
 _LEADING_FIELD = re.compile(r"^([a-z_]+(?:\.[a-z_]+)*)[: ]")
 _NOT_FIELDS = frozenset({"a", "an", "the", "no", "unknown", "nothing", "this", "there"})
@@ -56,6 +70,32 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+class ApiJSONResponse(JSONResponse):
+    """JSON that always encodes: a lone surrogate becomes U+FFFD, a non-finite number null
+    (Starlette's own raises, and the client gets a 500 for data it may not even have sent)."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps_bytes(content)
+
+
+async def checked_body(request: Request) -> None:
+    """A router dependency: refuse, naming the field, JSON values no peer or database can hold.
+
+    Runs after FastAPI has parsed the body (``request.json()`` is cached then), before the
+    route's model sees it.
+    """
+    if not await request.body():
+        return
+    try:
+        body = await request.json()
+    except ValueError:
+        return  # not JSON: FastAPI's own validation says so
+    problem = find_problem(body, forbid_nul=True)
+    if problem is not None:
+        field = problem.path or "body"
+        raise ApiError(422, "invalid_input", f"{field}: {problem.message}", field)
+
+
 class ApiError(Exception):
     """An HTTP error with the API's error body."""
 
@@ -68,7 +108,7 @@ def error_response(status: int, error: str, message: str, field: str | None = No
     body: dict[str, Any] = {"error": error, "message": message}
     if field is not None:
         body["field"] = field
-    return JSONResponse(body, status_code=status)
+    return ApiJSONResponse(body, status_code=status)
 
 
 def from_domain(exc: NoteloomError) -> ApiError:
@@ -109,17 +149,33 @@ def _field_of(loc: Sequence[Any]) -> str:
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     """422 naming the first bad field; FastAPI's full ``detail`` list is kept as well."""
-    assert isinstance(exc, RequestValidationError)
+    assert isinstance(exc, RequestValidationError | ValidationError)
     errors = list(exc.errors())
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-    field = _field_of(first.get("loc", ()))
-    body = {
-        "error": "invalid_input",
-        "message": f"{field}: {first.get('msg', 'invalid')}",
-        "field": field,
-        "detail": json.loads(json.dumps(errors, default=str)),
-    }
-    return JSONResponse(body, status_code=422)
+    if first.get("type") == "json_invalid":  # its loc is ("body", character offset)
+        field = "body"
+        reason = (first.get("ctx") or {}).get("error", "")
+        message = f"body: the request body is not valid JSON ({reason} at character {first['loc'][-1]})"
+    else:
+        field = _field_of(first.get("loc", ()))
+        message = f"{field}: {first.get('msg', 'invalid')}"
+    # The echoed inputs may hold NaN or a lone surrogate: dumps makes them plain JSON.
+    detail = json.loads(dumps(errors, default=str))
+    return ApiJSONResponse(
+        {"error": "invalid_input", "message": message, "field": field, "detail": detail}, status_code=422
+    )
+
+
+async def _escaped_value_error(request: Request, exc: Exception) -> JSONResponse:
+    """A value that got past the checks and failed below (an integer SQLite cannot bind,
+    text no encoder takes): a bug of ours, logged with its stack, but bad input all the
+    same, so the client hears 422 rather than a 500."""
+    if not request.url.path.startswith("/api/"):
+        raise exc  # pages: a plain 500, as for any other failure there
+    log.error("a request value escaped validation on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(
+        422, "invalid_input", "a value in the request is out of range or not valid Unicode; check numbers and text"
+    )
 
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
@@ -138,6 +194,9 @@ def install_error_handlers(api: FastAPI) -> None:
     if getattr(api.state, "api_errors_installed", False):
         return
     api.add_exception_handler(RequestValidationError, _validation_error)
+    api.add_exception_handler(ValidationError, _validation_error)  # a model validated inside a route
     api.add_exception_handler(ApiError, _api_error)
     api.add_exception_handler(NoteloomError, _domain_error)
+    for escaped in (OverflowError, UnicodeError):
+        api.add_exception_handler(escaped, _escaped_value_error)
     api.state.api_errors_installed = True

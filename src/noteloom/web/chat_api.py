@@ -10,12 +10,11 @@ runner is not running.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from anyio import to_thread
-from fastapi import APIRouter, FastAPI, Header, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, model_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -25,13 +24,18 @@ from noteloom.chat import ChatService
 from noteloom.chat.records import Conversation
 from noteloom.chat.service import SERVICE_KEY
 from noteloom.chat.views import conversation_view
+from noteloom.jsonvalues import dumps, encodable
 from noteloom.web.api_base import (
     ERRORS,
     ID_PATTERN,
+    MAX_COUNT,
+    NO_NUL,
     ApiError,
+    ApiJSONResponse,
     IdPath,
     NoteOut,
     StrictModel,
+    checked_body,
     install_error_handlers,
     note_out,
     user_of,
@@ -42,8 +46,8 @@ from noteloom.web.render import render_markdown
 
 
 class SelectionIn(StrictModel):
-    start: int = Field(ge=0, description="First selected character (code points, not UTF-16 units).")
-    end: int = Field(ge=0, description="One past the last selected character.")
+    start: int = Field(ge=0, le=MAX_COUNT, description="First selected character (code points, not UTF-16 units).")
+    end: int = Field(ge=0, le=MAX_COUNT, description="One past the last selected character.")
 
     @model_validator(mode="after")
     def _ordered(self) -> SelectionIn:
@@ -274,7 +278,8 @@ async def rendered(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def install(api: FastAPI, app: App) -> None:
     """Add ``/api/v1/chat/...`` to the web app."""
     install_error_handlers(api)
-    r = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=ERRORS)
+    r = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=ERRORS,
+                  dependencies=[Depends(checked_body)], default_response_class=ApiJSONResponse)
 
     @r.post("/send", response_model=SendOut, status_code=202)
     async def send(request: Request, body: SendIn) -> dict[str, Any]:
@@ -311,7 +316,7 @@ def install(api: FastAPI, app: App) -> None:
     async def events(
         request: Request,
         message_id: IdPath,
-        after_seq: Annotated[int | None, Query(ge=0, description="Send events after this number.")] = None,
+        after_seq: Annotated[int | None, Query(ge=0, le=MAX_COUNT, description="Send events after this number.")] = None,
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     ) -> EventSourceResponse:
         """The turn's events as server-sent events (`id` = sequence number, `event` = kind,
@@ -321,9 +326,11 @@ def install(api: FastAPI, app: App) -> None:
         user = user_of(request)
         start = after_seq
         if start is None and last_event_id:
-            if not last_event_id.strip().isdigit():
+            text = last_event_id.strip()
+            # ASCII digits only (int() refuses "²", which isdigit() allows), and in range.
+            if not (text.isascii() and text.isdigit() and len(text) <= 16 and int(text) <= MAX_COUNT):
                 raise ApiError(422, "invalid_input", "Last-Event-ID: must be an event number", "Last-Event-ID")
-            start = int(last_event_id.strip())
+            start = int(text)
         view = await chat.message(user, message_id)
         if view["role"] != "assistant":
             raise ApiError(422, "invalid_input", f"message_id: {message_id!r} is not an assistant message",
@@ -331,8 +338,8 @@ def install(api: FastAPI, app: App) -> None:
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
             async for event in chat.events(user, message_id, start or 0):
-                yield ServerSentEvent(data=json.dumps(event.data, ensure_ascii=False), event=event.kind,
-                                      id=str(event.seq))
+                # encodable: one lone surrogate in a model's delta must not end the stream.
+                yield ServerSentEvent(data=encodable(dumps(event.data)), event=event.kind, id=str(event.seq))
 
         return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
@@ -369,10 +376,11 @@ def install(api: FastAPI, app: App) -> None:
     @r.get("/conversations", response_model=ConversationList)
     async def conversations(
         request: Request,
-        search: Annotated[str | None, Query(max_length=500, description="Matched literally in titles and messages.")] = None,
+        search: Annotated[str | None, Query(max_length=500, pattern=NO_NUL,
+                                            description="Matched literally in titles and messages.")] = None,
         deleted: Annotated[bool, Query(description="List deleted conversations instead.")] = False,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0,
     ) -> dict[str, Any]:
         """Your conversations: pinned first, then most recently active."""
         found = await service_of(app).conversations(user_of(request), search=search, deleted=deleted,

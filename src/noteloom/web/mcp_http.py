@@ -19,13 +19,14 @@ from noteloom.app import App
 from noteloom.mcp import (
     DISABLED_MESSAGE,
     INVALID_REQUEST,
+    MAX_MESSAGE_BYTES,
     SUPPORTED_VERSIONS,
     McpServer,
     error_body,
 )
 
 #: Largest request body accepted (a note body of a few MB fits, a runaway upload does not).
-MAX_BODY = 8 * 1024 * 1024
+MAX_BODY = MAX_MESSAGE_BYTES
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 _ALLOW = {"allow": "POST"}
 
@@ -116,8 +117,9 @@ def _q_zero(params: str) -> bool:
 
 async def _read_body(request: Request) -> bytes | None:
     """The body, or ``None`` when it is larger than MAX_BODY (stops reading early)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+    declared = request.headers.get("content-length", "")
+    # isdecimal, not isdigit: int() refuses "²"; a 20-digit length is past the limit anyway.
+    if declared.isdecimal() and (len(declared) > 18 or int(declared) > MAX_BODY):
         return None
     chunks: list[bytes] = []
     size = 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from anyio import to_thread
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from pydantic import BaseModel, Field
 
 from noteloom.app import App
@@ -15,9 +15,13 @@ from noteloom.search import search_notes
 from noteloom.web.api_base import (
     ERRORS,
     ID_PATTERN,
+    MAX_COUNT,
+    NO_NUL,
+    ApiJSONResponse,
     IdPath,
     NoteOut,
     StrictModel,
+    checked_body,
     install_error_handlers,
     note_out,
     user_of,
@@ -35,7 +39,7 @@ class NotePatch(StrictModel):
     title: str | None = Field(None, min_length=1, max_length=1000)
     body: str | None = Field(None, max_length=10_000_000)
     base_updated_time: int | None = Field(
-        None, description="The updated_time the edit started from; 409 if the note has changed since."
+        None, ge=0, le=MAX_COUNT, description="The updated_time the edit started from; 409 if the note has changed since."
     )
 
 
@@ -85,15 +89,17 @@ def install(api: FastAPI, app: App) -> None:
     """Add ``/api/v1/notes`` and ``/api/v1/notebooks``."""
     install_error_handlers(api)
     ws = app.workspace
-    r = APIRouter(prefix="/api/v1", tags=["notes"], responses=ERRORS)
+    r = APIRouter(prefix="/api/v1", tags=["notes"], responses=ERRORS,
+                  dependencies=[Depends(checked_body)], default_response_class=ApiJSONResponse)
 
     @r.get("/notes", response_model=NoteList)
     async def list_notes(
         request: Request,
-        q: Annotated[str | None, Query(max_length=1000, description="A search query; omit for the newest notes.")] = None,
+        q: Annotated[str | None, Query(max_length=1000, pattern=NO_NUL,
+                                       description="A search query; omit for the newest notes.")] = None,
         notebook_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0,
     ) -> dict[str, Any]:
         """Recently changed notes, or the notes matching `q` (the search syntax of the app)."""
         user_of(request)

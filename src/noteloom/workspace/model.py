@@ -5,14 +5,26 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import InitVar, dataclass, field
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any, Literal
 
 from noteloom.errors import InvalidInput
+from noteloom.jsonvalues import surrogate_in
 
 _ID_RE = re.compile(r"^[0-9a-f]{32}$")
 DEFAULT_NOTEBOOK_TITLE = "Notes"
 _UNSET: Any = object()
+
+#: Times the workspace holds, in ms since 1970 (UTC): what ISO 8601, JavaScript's Date and
+#: Python's datetime all show with a four-digit year, 1970-01-01 … 9999-12-31T23:59:59.999Z.
+MIN_TIME_MS = 0
+MAX_TIME_MS = 253_402_300_799_999
+TIME_RANGE = "1970-01-01 … 9999-12-31T23:59:59.999Z"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: 400 Gregorian years are exactly 146,097 days: the calendar repeats, so a time outside
+#: datetime's years 1 … 9999 is shown by shifting it by whole cycles into range.
+_CYCLE_MS = 146_097 * 86_400_000
 
 
 @dataclass(frozen=True)
@@ -148,11 +160,43 @@ def _check_text(value: str, what: str) -> None:
         raise InvalidInput(f"{what} must be text")
     if "\x00" in value:
         raise InvalidInput(f"{what} contains a NUL character")
+    bad = surrogate_in(value)
+    if bad is not None:
+        # Neither SQLite nor PostgreSQL can store it (no UTF-8 encoding exists).
+        raise InvalidInput(f"{what} contains a lone UTF-16 surrogate ({bad}); send valid Unicode text")
 
 
 def _check_time(value: int | None, what: str) -> int | None:
     if value is None or value == 0:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidInput(f"{what} must be a time in milliseconds since 1970, not {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not MIN_TIME_MS < value <= MAX_TIME_MS:
+        raise InvalidInput(
+            f"{what} must be a time in milliseconds from {TIME_RANGE} "
+            f"({MIN_TIME_MS} … {MAX_TIME_MS}), not {value!r}"
+        )
     return value
+
+
+def time_in_range(ms: int) -> bool:
+    return MIN_TIME_MS <= ms <= MAX_TIME_MS
+
+
+def ms_of(when: datetime) -> int:
+    """An aware datetime as epoch ms, exactly (``timestamp() * 1000`` rounds through a float)."""
+    return (when - EPOCH) // timedelta(milliseconds=1)
+
+
+def iso_time(ms: int) -> str:
+    """Epoch ms as ISO 8601 UTC (``2026-12-01T09:30:00Z``, ms shown when not zero).
+
+    Defined for every integer, so a stored value outside :data:`TIME_RANGE` (written by an
+    older version or another program) still reads: years past 9999 or before 0 take the
+    expanded form JavaScript's Date also writes and reads, ``+010000-01-01T11:59:59Z``.
+    """
+    cycles, rest = divmod(ms, _CYCLE_MS)  # rest lies in 1970 … 2369
+    when = EPOCH + timedelta(milliseconds=rest)
+    year = when.year + 400 * cycles
+    stamp = f"{when:%m-%dT%H:%M:%S}" + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
+    if 0 <= year <= 9999:
+        return f"{year:04d}-{stamp}"
+    return f"{'+' if year > 0 else '-'}{abs(year):06d}-{stamp}"

@@ -10,6 +10,7 @@ from anyio import to_thread
 
 from noteloom.tools import Handler, ToolContext, ToolError, ToolResult
 from noteloom.workspace import Note
+from noteloom.workspace.model import MAX_TIME_MS, TIME_RANGE, iso_time, ms_of
 
 
 def threaded(fn: Callable[[ToolContext, dict[str, Any]], Any]) -> Handler:
@@ -23,12 +24,9 @@ def threaded(fn: Callable[[ToolContext, dict[str, Any]], Any]) -> Handler:
 
 
 def iso(ms: int | None) -> str | None:
-    """Epoch milliseconds as an ISO 8601 UTC string (``None`` stays ``None``)."""
-    if ms is None:
-        return None
-    when = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    text = when.strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{text}.{ms % 1000:03d}Z" if ms % 1000 else f"{text}Z"
+    """Epoch milliseconds as an ISO 8601 UTC string (``None`` stays ``None``); defined for
+    any stored value, even one outside the range the workspace now accepts."""
+    return None if ms is None else iso_time(ms)
 
 
 def parse_time(value: Any, arg: str) -> int | None:
@@ -45,9 +43,14 @@ def parse_time(value: Any, arg: str) -> int | None:
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    ms = int(parsed.timestamp() * 1000)
+    ms = ms_of(parsed)  # exact, and defined where an offset carries the time past year 9999
     if ms <= 0:
         raise ToolError(f"argument {arg!r}: {value!r} is before 1970; give a later date")
+    if ms > MAX_TIME_MS:
+        raise ToolError(
+            f"argument {arg!r}: {value!r} is after 9999-12-31T23:59:59.999Z in UTC; "
+            f"give a date within {TIME_RANGE}"
+        )
     return ms
 
 
