@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -30,8 +31,10 @@ from typing import Any
 import uvicorn
 
 from noteloom.app import App, access_token
+from noteloom.config import ServerLimits
 from noteloom.web.app import create_web_app
 from noteloom.web.listen import listen_socket
+from noteloom.web.server import Server, uvicorn_config
 
 START_TIMEOUT = 30.0
 
@@ -57,8 +60,9 @@ def bound_socket(host: str = "127.0.0.1") -> socket.socket:
     return listen_socket(host, 0)
 
 
-def _config(asgi: Any, **kwargs: Any) -> uvicorn.Config:
-    return uvicorn.Config(asgi, log_level="warning", lifespan="on", access_log=False, **kwargs)
+def _config(asgi: Any, limits: ServerLimits, **kwargs: Any) -> uvicorn.Config:
+    """The server ``noteloom serve`` runs (its protocol with the connection limits)."""
+    return uvicorn_config(asgi, limits, log_level="warning", lifespan="on", access_log=False, **kwargs)
 
 
 @contextmanager
@@ -67,7 +71,7 @@ def live_server(app: App) -> Iterator[LiveServer]:
     token = access_token(app)
     sock = bound_socket()
     port = sock.getsockname()[1]
-    server = uvicorn.Server(_config(create_web_app(app)))
+    server = Server(_config(create_web_app(app), app.settings.limits))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="livesrv", daemon=True)
     thread.start()
     deadline = time.monotonic() + START_TIMEOUT
@@ -116,6 +120,51 @@ def live_server_process(home: Path, *, env: dict[str, str] | None = None) -> Ite
             proc.stdout.close()
 
 
+@dataclass(frozen=True)
+class ServeProcess:
+    """A running ``noteloom serve``: where it listens, its process id, where its log goes."""
+
+    server: LiveServer
+    pid: int
+    log: Path
+
+
+@contextmanager
+def noteloom_serve(
+    home: Path, *args: str, log: Path, preexec: Any = None, env: dict[str, str] | None = None
+) -> Iterator[ServeProcess]:
+    """Run ``python -m noteloom serve --port 0 ARGS`` on ``home`` (stderr into ``log``) for the
+    duration of the block, then stop it with SIGINT as a user's Ctrl+C would."""
+    child_env = {**os.environ, **(env or {}), "NOTELOOM_HOME": str(home)}
+    child_env.pop("NOTELOOM_DATABASE_URL", None)
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "noteloom", "serve", "--port", "0", *args],
+            stdout=subprocess.PIPE, stderr=err, env=child_env, text=True, preexec_fn=preexec,
+        )
+    try:
+        url = token = ""
+        while not token:
+            line = _readline_within(proc, START_TIMEOUT)
+            if not line:
+                raise RuntimeError(f"noteloom serve stopped while starting:\n{log.read_text()}")
+            key, _, value = line.partition(":")
+            if key == "web":
+                url = value.strip().split("/?", 1)[0].replace("localhost", "127.0.0.1")
+            elif key == "token":
+                token = value.strip()
+        yield ServeProcess(LiveServer(url, token), proc.pid, log)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
 def _readline_within(proc: subprocess.Popen[str], timeout: float) -> str:
     result: list[str] = []
     reader = threading.Thread(target=lambda: result.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
@@ -140,7 +189,7 @@ def _main() -> None:
     sock = bound_socket(args.host)
     sock.listen(2048)  # connections queue from now on, before uvicorn is up
     print(f"LISTENING http://{args.host}:{sock.getsockname()[1]} {token}", flush=True)
-    uvicorn.Server(_config(create_web_app(app))).run(sockets=[sock])
+    Server(_config(create_web_app(app), app.settings.limits)).run(sockets=[sock])
 
 
 if __name__ == "__main__":

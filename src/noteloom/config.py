@@ -34,6 +34,23 @@ def default_data_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class ServerLimits:
+    """What one client may hold or send (``[server]`` in ``noteloom.toml``).
+
+    A connection must finish its request headers within ``header_timeout`` seconds of
+    connecting (or of its first byte after a keep-alive pause), may stay silent between
+    requests or between pieces of a body for ``idle_timeout`` seconds, and each server
+    process holds at most ``max_connections`` (fewer if its open-files limit is lower).
+    """
+
+    #: A note body may be 10,000,000 characters, about 10 MB of JSON when written in ASCII.
+    max_body_bytes: int = 16 * 1024 * 1024
+    header_timeout: float = 10.0
+    idle_timeout: float = 15.0
+    max_connections: int = 1000
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything noteloom reads from the environment and its settings file."""
 
@@ -42,6 +59,7 @@ class Settings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     trash_retention_days: int = 90
+    limits: ServerLimits = field(default_factory=ServerLimits)
     #: The whole parsed ``noteloom.toml``, for sections later layers own (providers, embeddings …).
     file: dict[str, Any] = field(default_factory=dict)
 
@@ -99,8 +117,27 @@ def load_settings(
         host=final_host,
         port=final_port,
         trash_retention_days=retention,
+        limits=_server_limits(server),
         file=file,
     )
+
+
+def _server_limits(server: dict[str, Any]) -> ServerLimits:
+    defaults = ServerLimits()
+    values: dict[str, Any] = {}
+    for name, kind, floor, unit in (
+        ("max_body_bytes", int, 1024, "bytes"),
+        ("max_connections", int, 1, "connections"),
+        ("header_timeout", float, 0.1, "seconds"),
+        ("idle_timeout", float, 0.1, "seconds"),
+    ):
+        value = server.get(name, getattr(defaults, name))
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or (kind is int and not isinstance(value, int)) or value < floor:
+            whole = "a whole number of " if kind is int else "a number of "
+            raise ConfigError(f"[server] {name} must be {whole}{unit} >= {floor}, not {value!r}")
+        values[name] = kind(value)
+    return ServerLimits(**values)
 
 
 def _read_file(path: Path) -> dict[str, Any]:

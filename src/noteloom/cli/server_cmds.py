@@ -42,15 +42,15 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Serve the web page, the JSON API and MCP (at /mcp)."""
-        import uvicorn
-
         from noteloom.chat import chat_lifespan
         from noteloom.config import load_settings
         from noteloom.semantic import index_worker
         from noteloom.web.app import create_web_app
         from noteloom.web.listen import listen_sockets
+        from noteloom.web.server import raise_fd_limit, serve
         from noteloom.web.workers import Supervisor
 
+        raise_fd_limit()  # before anything is opened; the workers inherit it
         with opened(home) as a:
             settings = load_settings(data_dir=home, host=host, port=port)
             token = access_token(a)
@@ -63,19 +63,18 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  mcp:   {base}/mcp")
             typer.echo(f"  token: {token}")
             if workers == 1:
-                config = uvicorn.Config(
-                    create_web_app(a, lifespans=[index_worker, chat_lifespan]),
-                    log_level="warning",
-                    timeout_graceful_shutdown=5,
-                )
                 with socks[0]:
-                    uvicorn.Server(config).run(sockets=socks)
+                    serve(
+                        create_web_app(a, lifespans=[index_worker, chat_lifespan]), socks, settings.limits,
+                        log_level="warning", timeout_graceful_shutdown=5,
+                    )
                 return
         # Several processes: each opens the workspace itself (the settings travel in the
         # environment) and serves on a socket of its own; see noteloom.web.workers.
         os.environ["NOTELOOM_HOME"] = str(settings.data_dir)
         supervisor = Supervisor(
-            socks, "noteloom.web.app:served_app", {"log_level": "warning", "timeout_graceful_shutdown": 5}
+            socks, "noteloom.web.app:served_app", {"log_level": "warning", "timeout_graceful_shutdown": 5},
+            limits=settings.limits,
         )
         try:
             supervisor.run()

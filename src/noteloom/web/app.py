@@ -18,6 +18,7 @@ from noteloom.app import App
 from noteloom.web import pages
 from noteloom.web.auth import TokenAuth
 from noteloom.web.headers import SecurityHeaders
+from noteloom.web.limits import BodyLimit
 
 #: Async context managers run for the server's lifetime (background workers of later layers).
 Lifespan = Callable[[App], Any]
@@ -53,7 +54,7 @@ def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
         importlib.import_module(name).install(api, app)
     guard = TokenAuth(api, app.workspace)
     api.state.auth = guard  # sign-out tells it to forget the session at once
-    return SecurityHeaders(guard)
+    return SecurityHeaders(BodyLimit(guard, app.settings.limits.max_body_bytes))
 
 
 #: Modules of later layers that add routes (MCP, the chat API …); each has ``install(api, app)``.

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from noteloom.config import ServerLimits
+
 log = logging.getLogger(__name__)
 
 #: A worker that exits sooner than this after starting failed to start.
@@ -32,11 +34,12 @@ STARTUP_GRACE = 10.0
 STOP_TIMEOUT = 15.0
 
 
-def _worker_main(sock: socket.socket, app: str, options: dict[str, Any]) -> None:  # pragma: no cover - child
-    import uvicorn
+def _worker_main(
+    sock: socket.socket, app: str, options: dict[str, Any], limits: ServerLimits
+) -> None:  # pragma: no cover - child
+    from noteloom.web.server import serve
 
-    config = uvicorn.Config(app, factory=True, **options)
-    uvicorn.Server(config).run(sockets=[sock])
+    serve(app, [sock], limits, factory=True, **options)
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Supervisor:
     sockets: list[socket.socket]
     app: str
     options: dict[str, Any] = field(default_factory=dict)
+    limits: ServerLimits = field(default_factory=ServerLimits)
     poll: float = 0.5
 
     def __post_init__(self) -> None:
@@ -82,7 +86,9 @@ class Supervisor:
         self._stop.set()
 
     def _start(self, slot: _Slot) -> None:
-        process = self._ctx.Process(target=_worker_main, args=(slot.sock, self.app, self.options), daemon=False)
+        process = self._ctx.Process(
+            target=_worker_main, args=(slot.sock, self.app, self.options, self.limits), daemon=False
+        )
         process.start()
         slot.process, slot.started = process, time.monotonic()
 

@@ -1,0 +1,105 @@
+"""A cap on request bodies, for every route: ``413 Payload Too Large`` before reading.
+
+A pure ASGI middleware, outermost, so no route (nor FastAPI's body parsing, which reads
+a body whole before validating it: 100 MB cost 500 MB of memory to get a 422) sees more
+than ``max_bytes``. A declared ``Content-Length`` over the cap is answered at once,
+without reading a byte of the body; a chunked body is counted as the app reads it and
+cut off when it passes the cap. Either way the connection is closed after the 413, as
+the rest of the body will not be read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger(__name__)
+
+
+def _too_large_body(max_bytes: int) -> bytes:
+    message = (
+        f"the request body is larger than {max_bytes} bytes, this server's limit ([server] max_body_bytes "
+        "in noteloom.toml); send a smaller body"
+    )
+    return json.dumps({"error": "payload_too_large", "message": message}).encode()
+
+
+class BodyLimit:
+    """Answers 413 to a request whose body is larger than ``max_bytes``."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+        self._body = _too_large_body(max_bytes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._refuse(send)
+            return
+
+        received = 0
+        cut = False  # the body passed the cap: the app hears a disconnect, its answer is dropped
+        started = False
+
+        async def capped_receive() -> Message:
+            nonlocal received, cut
+            if cut:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    cut = True
+                    if not started:
+                        await self._refuse(send)
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if cut:
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, capped_receive, guarded_send)
+        except Exception:
+            if not cut:
+                raise
+            # The app failed on the body we cut short (a ClientDisconnect, most often):
+            # a consequence of the 413 it was not allowed to answer, not a bug.
+            log.debug("a request cut off at %d bytes ended the app with an error", self.max_bytes, exc_info=True)
+
+    async def _refuse(self, send: Send) -> None:
+        await send({
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(self._body)).encode()),
+                (b"connection", b"close"),
+            ],
+        })
+        await send({"type": "http.response.body", "body": self._body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            # The HTTP layer (h11) has checked it is one whole number.
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() else None
+    return None
