@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import resource
 import selectors
 import socket
+import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -351,8 +354,6 @@ def test_the_repeat_filter_passes_a_burst_then_counts_and_reports_the_count() ->
         try:
             raise OSError(24, "Too many open files")
         except OSError:
-            import sys
-
             return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, msg, (client,), sys.exc_info())
 
     flood = [record("accept failed for %s", f"10.0.0.{i}") for i in range(100)]
@@ -363,3 +364,13 @@ def test_the_repeat_filter_passes_a_burst_then_counts_and_reports_the_count() ->
     later = record("accept failed for %s", "10.0.0.1")
     assert limiter.filter(later) and "96 more like this" in later.getMessage()
     assert limiter.filter(later)  # a record seen by a second handler is not counted twice
+
+
+def test_the_readme_shows_the_default_limits() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Settings.*?```toml\n(.*?)```", readme, re.S)
+    assert block is not None
+    shown = tomllib.loads(block.group(1))["server"]
+    defaults = ServerLimits()
+    for name in ("max_body_bytes", "header_timeout", "idle_timeout", "max_connections"):
+        assert shown[name] == getattr(defaults, name), name
