@@ -80,10 +80,10 @@ def limit_repeats(repeat_filter: RepeatFilter | None = None) -> RepeatFilter:
     shared = repeat_filter or RepeatFilter()
     root = logging.getLogger()
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setLevel(logging.WARNING)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
+        stderr = logging.StreamHandler(sys.stderr)
+        stderr.setLevel(logging.WARNING)
+        stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(stderr)
     for name in SERVER_LOGGERS:
         for handler in logging.getLogger(name).handlers:
             if not any(isinstance(f, RepeatFilter) for f in handler.filters):
