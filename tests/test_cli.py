@@ -131,8 +131,10 @@ def test_noteloom_serve_prints_the_url_and_token_and_serves(tmp_path: Path) -> N
                     raise
                 time.sleep(0.1)
         assert r.status_code == 200 and "noteloom" in r.text
-        assert httpx2.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 401
-        assert httpx2.get(f"http://127.0.0.1:{port}/", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        # the page is a data-free shell; what it shows needs the token (or a session made from it)
+        assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", timeout=2).status_code == 401
+        notes = httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", headers={"Authorization": f"Bearer {token}"})
+        assert notes.status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=15)
