@@ -37,6 +37,7 @@ from typing import Literal
 from noteloom.db import CJK_CHARS
 from noteloom.db import now_ms as _now_ms
 from noteloom.errors import QueryError
+from noteloom.jsonvalues import surrogate_in
 
 __all__ = [
     "CompletedFilter",
@@ -195,6 +196,9 @@ def parse_query(text: str, *, now_ms: int | None = None, tz: tzinfo | None = Non
     """Parse ``text``; relative dates count back from ``now_ms`` in ``tz`` (local time by default)."""
     if not isinstance(text, str):
         raise QueryError("the query must be text")
+    bad = surrogate_in(text)
+    if bad is not None:  # no database can bind it
+        raise QueryError(f"the query contains a lone UTF-16 surrogate ({bad}); send valid Unicode text")
     # Control characters (NUL above all, which PostgreSQL refuses in text) separate words.
     items = _lex(unicodedata.normalize("NFC", _CONTROL_CHARS.sub(" ", text)))
     if len(items) > MAX_ITEMS:

@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.exceptions import HTTPException
 
 from noteloom.errors import AuthError, ConfigError, Conflict, InvalidInput, NoteloomError, NotFound
 from noteloom.jsonvalues import MAX_SAFE_INTEGER, dumps, dumps_bytes, find_problem
@@ -166,6 +168,24 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+_HTTP_ERRORS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type"}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 4xx (no such route, wrong method, a body it could not read) in the
+    API's error shape under /api/; elsewhere as FastAPI answers them."""
+    assert isinstance(exc, HTTPException)
+    if not request.url.path.startswith("/api/"):
+        return await http_exception_handler(request, exc)
+    field = "body" if exc.status_code == 400 and "body" in str(exc.detail) else None
+    message = f"body: {exc.detail}; send one JSON object" if field else str(exc.detail)
+    error = "invalid_input" if field else _HTTP_ERRORS.get(exc.status_code, "error")
+    response = error_response(exc.status_code, error, message, field)
+    response.headers.update(exc.headers or {})
+    return response
+
+
 async def _escaped_value_error(request: Request, exc: Exception) -> JSONResponse:
     """A value that got past the checks and failed below (an integer SQLite cannot bind,
     text no encoder takes): a bug of ours, logged with its stack, but bad input all the
@@ -196,6 +216,7 @@ def install_error_handlers(api: FastAPI) -> None:
     api.add_exception_handler(RequestValidationError, _validation_error)
     api.add_exception_handler(ValidationError, _validation_error)  # a model validated inside a route
     api.add_exception_handler(ApiError, _api_error)
+    api.add_exception_handler(HTTPException, _http_error)
     api.add_exception_handler(NoteloomError, _domain_error)
     for escaped in (OverflowError, UnicodeError):
         api.add_exception_handler(escaped, _escaped_value_error)
