@@ -261,3 +261,25 @@ async def test_dates_stored_out_of_range_do_not_break_the_json_the_pages_read(ap
         assert {"id": note.id, "updated_time": 253402300800000}.items() <= listed.json()["notes"][0].items()
         page = await c.get(f"/api/v1/notes/{note.id}/rendered", headers=auth)
         assert page.status_code == 200 and page.json()["todo_due"] == -10**15
+
+
+async def test_sessions_live_in_the_database_on_sqlite_and_postgresql(any_app: App) -> None:
+    """Rows, not process memory: every `serve --workers` process honours a sign-in and a
+    sign-out made in another, on either engine."""
+    from noteloom.errors import AuthError
+
+    ws = any_app.workspace
+    token = access_token(any_app)
+    session, made = ws.start_session(token)
+    assert ws.verify_session(session).user == made.user
+    ws.end_session(session)
+    with pytest.raises(AuthError, match="sign in again"):
+        ws.verify_session(session)
+    other, _ = ws.start_session(token)
+    owner = ws.owner()
+    assert owner is not None
+    ws.create_token(owner.id, revoke_others=True)  # what `noteloom token --new` does
+    with pytest.raises(AuthError, match="sign in again"):
+        ws.verify_session(other)
+    with pytest.raises(AuthError, match="wrong or revoked"):
+        ws.start_session(token)

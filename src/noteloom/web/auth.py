@@ -46,7 +46,8 @@ SESSION_HEADER = "x-noteloom-session"
 #: its JSON body). Anything not listed here needs a credential, so a new route is private
 #: until someone decides otherwise.
 PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/api/docs", "/api/v1/auth/sign-in"})
-_PUBLIC_PATTERN = re.compile(r"^/static/.+$|^/(?:notes|notebooks)/[^/]+$")
+# The shells of a note and a notebook page: exactly an id, so no other route under them slips in.
+_PUBLIC_PATTERN = re.compile(r"^/static/.+$|^/(?:notes|notebooks)/[0-9a-f]{32}$")
 #: How long a credential found valid is trusted without asking the database again, where the
 #: database cannot say cheaply whether anything changed (PostgreSQL). Checking costs a query
 #: and a thread hop on every request (a third of a small MCP call); the price is that a
