@@ -7,7 +7,9 @@ Run from the repository root::
 
 The notes come from ``bench.corpus`` (deterministic). They are loaded into a scratch
 workspace and exported with ``noteloom.interop`` (export times are printed too), then
-each export is imported by a ``noteloom import`` subprocess into a fresh workspace.
+each export is imported by a ``noteloom import`` subprocess into a fresh workspace. For
+each import it reports the peak memory (the child's ``ru_maxrss``) per MB of input, above
+the peak of importing a single note.
 Files go under ``bench/.out/`` and are removed afterwards unless ``--keep``.
 """
 
@@ -16,10 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,25 +32,47 @@ from noteloom.interop import export_workspace
 
 TARGET_SECONDS = 60.0
 TARGET_NOTES = 100_000
+MB = 1 << 20
 OUT = Path(__file__).resolve().parent / ".out"
 
 
-def _import(source: Path, home: Path) -> tuple[float, float, dict[str, object]]:
-    """Wall and CPU seconds of one ``noteloom import`` subprocess, and its JSON summary."""
+def _import(source: Path, home: Path) -> tuple[float, float, int, dict[str, object]]:
+    """Wall and CPU seconds and peak RSS (bytes) of one ``noteloom import`` subprocess, and
+    its JSON summary. The peak is the child's own ``ru_maxrss`` from ``wait4``: the whole
+    process as the kernel counted it (interpreter, SQLite's cache and all), not only
+    Python objects as tracemalloc would see them."""
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "NOTELOOM_HOME": str(home)}
     env.pop("NOTELOOM_DATABASE_URL", None)
     cmd = [sys.executable, "-m", "noteloom", "import", str(source), "--json", "--no-progress"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if done.returncode != 0:
-        raise SystemExit(f"noteloom import failed ({done.returncode}): {done.stderr.strip()}")
-    summary: dict[str, object] = json.loads(done.stdout)
-    return seconds, cpu, summary
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    cpu = usage.ru_utime + usage.ru_stime
+    if child.returncode != 0:
+        raise SystemExit(f"noteloom import failed ({child.returncode}): {stderr.strip()}")
+    summary: dict[str, object] = json.loads(stdout)
+    return seconds, cpu, usage.ru_maxrss * 1024, summary
+
+
+def _input_bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+def _baseline(work: Path) -> int:
+    """Peak RSS of importing one tiny note: what the process costs before any input."""
+    folder = work / "baseline-md"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "one.md").write_text("# One\n\nbody\n", encoding="utf-8")
+    return _import(folder, work / "import-baseline")[2]
 
 
 def main() -> None:
@@ -82,9 +106,12 @@ def main() -> None:
             app.close()
         print(f"target: {TARGET_NOTES:,} notes in under {TARGET_SECONDS:.0f} s "
               f"(>= {TARGET_NOTES / TARGET_SECONDS:,.0f} notes/s)")
+        baseline = _baseline(work)
+        print(f"baseline: importing one note peaks at {baseline / MB:.0f} MB RSS")
         for fmt, source in sources.items():
             load_before = os.getloadavg()[0]
-            seconds, cpu, summary = _import(source, work / f"import-{fmt}")
+            seconds, cpu, peak, summary = _import(source, work / f"import-{fmt}")
+            size = _input_bytes(source)
             notes = int(str(summary["notes"]))
             ok = "ok" if notes == args.notes else f"MISMATCH, expected {args.notes}"
             if args.notes >= TARGET_NOTES:
@@ -95,6 +122,9 @@ def main() -> None:
             print(f"import {fmt}: {notes} notes ({ok}) in {seconds:.1f} s = {notes / seconds:,.0f} notes/s "
                   f"({verdict}); {cpu:.1f} CPU s; load average {load_before:.1f} on "
                   f"{os.cpu_count()} cores")
+            print(f"memory {fmt}: peak RSS {peak / MB:.0f} MB for {size / MB:.0f} MB of input = "
+                  f"{(peak - baseline) / max(size, 1):.2f} MB per MB of input above the baseline "
+                  f"({peak / max(size, 1):.2f} MB per MB in all)")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

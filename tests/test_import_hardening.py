@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -451,3 +452,11 @@ def test_a_staging_folder_in_use_is_kept_and_a_stale_one_removed(ws: Workspace) 
         assert clean_stale(ws) == 1
         assert live.path.is_dir() and not stale.exists()
     assert list(ws.data_dir.glob(".import-*")) == []
+
+
+def test_the_readme_shows_the_default_caps() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n[import]\n", 1)[1].split("```", 1)[0]
+    shown = tomllib.loads("[import]\n" + block)["import"]
+    assert ImportLimits.from_section(shown) == ImportLimits()
+    assert set(shown) == {"max_note_bytes", "max_attachment_bytes", "max_total_bytes"}

@@ -34,6 +34,7 @@ from typing import Literal
 from noteloom.errors import ImportExportError
 from noteloom.interop import joplin, markdown
 from noteloom.interop.bundle import (
+    BodySpool,
     Bundle,
     Duplicates,
     ExportSummary,
@@ -114,15 +115,15 @@ def import_path(
     clean_stale(ws)
     # Staging lives next to the attachments, so moving files into place is a rename.
     try:
-        with Staging(ws.data_dir) as staging:
+        with Staging(ws.data_dir) as staging, BodySpool(staging.path / "bodies") as spool:
             bundle: Bundle
             if fmt == "jex":
-                bundle = joplin.read_jex(path, staging.path, budget, progress)
+                bundle = joplin.read_jex(path, staging.path, budget, progress, spool)
             elif fmt == "raw":
-                bundle = joplin.read_raw(path, staging.path, budget, progress)
+                bundle = joplin.read_raw(path, staging.path, budget, progress, spool)
             else:
                 bundle = markdown.read_folder(
-                    path, staging.path, budget, inline_tags=inline_tags, progress=progress
+                    path, staging.path, budget, inline_tags=inline_tags, progress=progress, spool=spool
                 )
             return write_bundle(
                 ws, bundle, source=str(path), staging=staging, target=target, duplicates=duplicates,

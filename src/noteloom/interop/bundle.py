@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 SourceFormat = Literal["markdown", "jex", "raw"]
 Duplicates = Literal["skip", "new-ids"]
@@ -43,6 +43,39 @@ class NoteItem:
     todo_completed: int | None = None
     source_url: str = ""
     tags: list[str] = field(default_factory=list)
+    #: Where ``body`` waits in the import's ``BodySpool`` (then ``body`` is empty).
+    body_ref: tuple[int, int] | None = None
+
+
+class BodySpool:
+    """Note bodies parked in a file of the import's staging folder until the writer needs
+    them: an import then holds ids, titles and times in memory, not every note's text
+    (a 100,000-note archive kept its whole text, and each item's 30 properties, in RAM)."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: IO[bytes] = open(path, "w+b")  # noqa: SIM115 -- closed by close()
+        self._end = 0
+
+    def put(self, body: str) -> tuple[int, int]:
+        data = body.encode("utf-8")
+        self._file.seek(self._end)
+        self._file.write(data)
+        ref = (self._end, len(data))
+        self._end += len(data)
+        return ref
+
+    def get(self, ref: tuple[int, int]) -> str:
+        self._file.seek(ref[0])
+        return self._file.read(ref[1]).decode("utf-8")
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> BodySpool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 @dataclass
@@ -115,6 +148,19 @@ class Bundle:
     tags: list[TagItem] = field(default_factory=list)
     attachments: list[AttachmentItem] = field(default_factory=list)
     notices: Notices = field(default_factory=Notices)
+    spool: BodySpool | None = None
+
+    def park(self, note: NoteItem) -> NoteItem:
+        """Move ``note``'s body to the spool (when there is one); returns the note."""
+        if self.spool is not None and note.body:
+            note.body_ref = self.spool.put(note.body)
+            note.body = ""
+        return note
+
+    def body_of(self, note: NoteItem) -> str:
+        if note.body_ref is not None and self.spool is not None:
+            return self.spool.get(note.body_ref)
+        return note.body
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from noteloom.db import new_id, now_ms
 from noteloom.errors import ImportExportError
 from noteloom.interop.bundle import (
     AttachmentItem,
+    BodySpool,
     BookItem,
     Bundle,
     ExportSummary,
@@ -166,7 +167,9 @@ def is_raw_folder(folder: Path) -> bool:
 # -- reading --------------------------------------------------------------------------------
 
 
-def read_raw(folder: Path, staging: Path, budget: Budget, progress: Progress) -> Bundle:
+def read_raw(
+    folder: Path, staging: Path, budget: Budget, progress: Progress, spool: BodySpool | None = None
+) -> Bundle:
     """A bundle from a RAW export folder; resource files are copied into ``staging``."""
     notices = Notices()
     names = [
@@ -199,7 +202,7 @@ def read_raw(folder: Path, staging: Path, budget: Budget, progress: Progress) ->
             if i % 500 == 0:
                 progress("reading", i, len(names))
 
-    bundle = _assemble(items(), files, root_title=folder.name, fmt="raw", notices=notices)
+    bundle = _assemble(items(), files, root_title=folder.name, fmt="raw", notices=notices, spool=spool)
     progress("reading", len(names), len(names))
     return bundle
 
@@ -222,7 +225,9 @@ def _stage_resource(
     files[name] = dest
 
 
-def read_jex(archive: Path, staging: Path, budget: Budget, progress: Progress) -> Bundle:
+def read_jex(
+    archive: Path, staging: Path, budget: Budget, progress: Progress, spool: BodySpool | None = None
+) -> Bundle:
     """A bundle from a ``.jex`` archive; resource files are extracted into ``staging``.
 
     Items are parsed as the archive is read, so an archive of 100,000 notes never sits
@@ -231,7 +236,9 @@ def read_jex(archive: Path, staging: Path, budget: Budget, progress: Progress) -
     count = [0]
     notices = Notices()
     entries = _jex_entries(archive, staging, files, count, budget, notices, progress)
-    bundle = _assemble(entries, files, root_title=archive.stem or "Imported", fmt="jex", notices=notices)
+    bundle = _assemble(
+        entries, files, root_title=archive.stem or "Imported", fmt="jex", notices=notices, spool=spool
+    )
     if not count[0]:
         raise ImportExportError(f"{archive.name!r} is a tar archive but holds no Joplin items (<id>.md files)")
     return bundle
@@ -315,8 +322,12 @@ def _assemble(
     root_title: str,
     fmt: SourceFormat,
     notices: Notices,
+    spool: BodySpool | None,
 ) -> Bundle:
-    bundle = Bundle(format=fmt, root_title=root_title, notices=notices)
+    bundle = Bundle(format=fmt, root_title=root_title, notices=notices, spool=spool)
+    first_linker: dict[str, str] = {}
+    #: Each note's body, parked in the spool as soon as it is read (``Item.body`` is emptied).
+    body_refs: dict[str, NoteItem] = {}
     folders: list[Item] = []
     notes: list[Item] = []
     resources: list[Item] = []
@@ -348,6 +359,19 @@ def _assemble(
             continue
         seen.add(item_id)
         item.props["id"] = item_id
+        if item.type == NOTE:
+            body = item.body
+            if "\x00" in body:
+                body = body.replace("\x00", "")
+                notices.warn("removed NUL characters from note bodies", item_id[:8])
+            if ":/" in body:
+                for m in ID_LINK.finditer(body):
+                    first_linker.setdefault(m.group(1), item_id)
+            # Only what a note needs stays in memory: its body goes to the spool, and of
+            # its thirty-odd properties the dozen read below.
+            body_refs[item_id] = bundle.park(_placeholder(body))
+            item.body = ""
+            item.props = {k: v for k, v in item.props.items() if k in _NOTE_PROPS}
         {NOTE: notes, FOLDER: folders, RESOURCE: resources, TAG: tags, NOTE_TAG: links}[item.type].append(item)
 
     folder_ids = {f.get("id") for f in folders}
@@ -368,15 +392,13 @@ def _assemble(
         where = name_of(n)
         created, updated = _times(n, where, notices)
         parent = n.get("parent_id").lower()
-        body = n.body
-        if "\x00" in body:
-            body = body.replace("\x00", "")
-            notices.warn("removed NUL characters from note bodies", n.get("id")[:8])
+        parked = body_refs[n.get("id")]
         note = NoteItem(
             id=n.get("id"),
             notebook_id=parent if parent in folder_ids else None,
             title=n.title.strip(),
-            body=body,
+            body=parked.body,
+            body_ref=parked.body_ref,
             created_time=created,
             updated_time=updated,
             is_todo=n.get("is_todo") == "1",
@@ -405,11 +427,6 @@ def _assemble(
         if tag_title not in note_item.tags:
             note_item.tags.append(tag_title)
 
-    first_linker: dict[str, str] = {}
-    for note in bundle.notes:
-        if ":/" in note.body:
-            for m in ID_LINK.finditer(note.body):
-                first_linker.setdefault(m.group(1), note.id)
     for r in resources:
         rid = r.get("id")
         if r.get("encryption_blob_encrypted") == "1":
@@ -438,6 +455,16 @@ def _assemble(
             )
         )
     return bundle
+
+
+_NOTE_PROPS = frozenset({
+    "id", "parent_id", "created_time", "updated_time", "user_created_time", "user_updated_time",
+    "is_todo", "todo_due", "todo_completed", "source_url",
+})
+
+
+def _placeholder(body: str) -> NoteItem:
+    return NoteItem(id="", notebook_id=None, title="", body=body, created_time=0, updated_time=0)
 
 
 def name_of(item: Item) -> str:

@@ -30,6 +30,7 @@ from noteloom.errors import ImportExportError
 from noteloom.interop import frontmatter
 from noteloom.interop.bundle import (
     AttachmentItem,
+    BodySpool,
     BookItem,
     Bundle,
     ExportSummary,
@@ -125,10 +126,19 @@ class _Reader:
         return fresh
 
 
-def read_folder(root: Path, staging: Path, budget: Budget, *, inline_tags: bool, progress: Progress) -> Bundle:
-    """A bundle from a Markdown folder; attachment files are copied into ``staging``."""
+def read_folder(
+    root: Path,
+    staging: Path,
+    budget: Budget,
+    *,
+    inline_tags: bool,
+    progress: Progress,
+    spool: BodySpool | None = None,
+) -> Bundle:
+    """A bundle from a Markdown folder; attachment files are copied into ``staging``, and
+    note bodies parked in ``spool`` when one is given."""
     root = root.resolve()
-    bundle = Bundle(format="markdown", root_title=root.name or "Imported")
+    bundle = Bundle(format="markdown", root_title=root.name or "Imported", spool=spool)
     r = _Reader(root, staging, budget, inline_tags, bundle.notices)
     manifest_text = _read_text(r, MANIFEST, missing_ok=True)
     if manifest_text is not None:
@@ -150,7 +160,7 @@ def read_folder(root: Path, staging: Path, budget: Budget, *, inline_tags: bool,
     for i, (folder, name) in enumerate(files):
         note = _read_note(r, folder, name, book_of.get(folder))
         if note is not None:
-            bundle.notes.append(note)
+            bundle.notes.append(bundle.park(note))
         if i % 500 == 0:
             progress("reading", i, len(files))
     progress("reading", len(files), len(files))

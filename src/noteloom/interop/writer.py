@@ -25,12 +25,13 @@ from sqlalchemy.engine import Connection
 from noteloom import db
 from noteloom.db import new_id, now_ms
 from noteloom.errors import ImportExportError
-from noteloom.interop.bundle import Bundle, Duplicates, ImportSummary, Progress
+from noteloom.interop.bundle import Bundle, Duplicates, ImportSummary, NoteItem, Progress
 from noteloom.interop.links import ID_LINK
 from noteloom.interop.staging import Staging, crash_point
 from noteloom.workspace import Workspace, record_change
 
 CHUNK = 2000
+CHUNK_BYTES = 8 << 20
 _IN_CHUNK = 500
 
 
@@ -46,6 +47,8 @@ class _Plan:
     tag_links: list[tuple[str, str]] = field(default_factory=list)
     link_rows: list[dict[str, Any]] = field(default_factory=list)
     attachment_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: The note each row of ``note_rows`` comes from (its body is read when written).
+    note_items: list[NoteItem] = field(default_factory=list)
     #: (attachment id, staged file, final path) for each attachment row.
     moves: list[tuple[str, Path, Path]] = field(default_factory=list)
 
@@ -78,10 +81,14 @@ def write_bundle(
             total = len(plan.note_rows)
             if plan.book_rows:
                 conn.execute(db.notebooks.insert(), plan.book_rows)
-            for i, rows in enumerate(_chunks(plan.note_rows, CHUNK)):
+            done = 0
+            for rows in _body_chunks(plan, bundle):
                 conn.execute(db.notes.insert(), rows)
                 record_change(conn, [r["id"] for r in rows], "create")
-                progress("writing", min((i + 1) * CHUNK, total), total)
+                for r in rows:
+                    r["body"] = None  # written: let the text go
+                done += len(rows)
+                progress("writing", done, total)
             for table, all_rows in (
                 (db.tags, plan.tag_rows),
                 (db.note_tags, plan.link_rows),
@@ -223,14 +230,14 @@ def _plan(
         else:
             book = remap.get(n.notebook_id, n.notebook_id)
         nid = remap.get(n.id, n.id)
-        body = _remap_links(n.body, remap) if remap and ":/" in n.body else n.body
         written_notes.add(nid)
+        plan.note_items.append(n)
         plan.note_rows.append(
             {
                 "id": nid,
                 "notebook_id": book,
                 "title": n.title,
-                "body": body,
+                "body": None,  # filled from the spool chunk by chunk (_body_chunks)
                 "is_todo": n.is_todo,
                 "todo_due": n.todo_due,
                 "todo_completed": n.todo_completed,
@@ -288,6 +295,26 @@ def _plan_tags(conn: Connection, bundle: Bundle, plan: _Plan, now: int) -> None:
         )
     pairs = dict.fromkeys((note_id, by_key[key]) for note_id, key in plan.tag_links)
     plan.link_rows = [{"note_id": n, "tag_id": t, "created_time": now} for n, t in pairs]
+
+
+def _body_chunks(plan: _Plan, bundle: Bundle) -> Iterator[list[dict[str, Any]]]:
+    """The note rows with their bodies, in chunks of at most ``CHUNK`` rows and about
+    ``CHUNK_BYTES`` of text: only one chunk's bodies are in memory at a time."""
+    rows: list[dict[str, Any]] = []
+    size = 0
+    remap = plan.remap
+    for row, n in zip(plan.note_rows, plan.note_items, strict=True):
+        body = bundle.body_of(n)
+        if remap and ":/" in body:
+            body = _remap_links(body, remap)
+        row["body"] = body
+        rows.append(row)
+        size += len(body)
+        if len(rows) >= CHUNK or size >= CHUNK_BYTES:
+            yield rows
+            rows, size = [], 0
+    if rows:
+        yield rows
 
 
 def _remap_links(body: str, remap: dict[str, str]) -> str:
