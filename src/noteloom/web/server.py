@@ -168,7 +168,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.transport.is_closing():
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:
+            self._cancel_timers()  # closed, or upgraded to a WebSocket, which has its own
             return
         state = self.conn.their_state
         if state is h11.IDLE:
@@ -186,11 +187,14 @@ class GuardedH11Protocol(H11Protocol):
             self._body_timer = None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def _cancel_timers(self) -> None:
         self._cancel_header_timer()
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
-        super().connection_lost(exc)
 
     def _cancel_header_timer(self) -> None:
         if self._header_timer is not None:
