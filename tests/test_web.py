@@ -184,3 +184,23 @@ def test_a_port_in_use_is_a_clear_error() -> None:
             listen_socket("127.0.0.1", first.getsockname()[1])
     finally:
         first.close()
+
+
+def test_vendored_browser_assets_are_the_pinned_packages() -> None:
+    """`make assets` pins exact versions (no ranges), the lock file agrees, and what is
+    committed under static/vendor is that version, with its licence, and nothing unused."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    wanted = json.loads((root / "assets" / "package.json").read_text())["dependencies"]
+    locked = json.loads((root / "assets" / "package-lock.json").read_text())["packages"]
+    vendor = root / "src" / "noteloom" / "web" / "static" / "vendor"
+    assert wanted, "no pinned packages"
+    for name, version in wanted.items():
+        assert version[0].isdigit() and not set(version) & set("^~<>=* x"), (name, version)
+        assert locked[f"node_modules/{name}"]["version"] == version
+    bundle = vendor / "swagger-ui" / "swagger-ui-bundle.js"
+    assert f'"{wanted["swagger-ui-dist"]}"' in bundle.read_text(encoding="utf-8")
+    files = sorted(p.name for p in (vendor / "swagger-ui").iterdir())
+    assert files == ["LICENSE", "NOTICE", "swagger-ui-bundle.js", "swagger-ui-bundle.js.LICENSE.txt", "swagger-ui.css"]

@@ -340,3 +340,16 @@ def test_a_401_in_the_middle_of_the_chat_leads_to_the_sign_in_form(context: Any,
     pg.fill("#sign-in-token", live.token)
     pg.press("#sign-in-token", "Enter")
     expect(pg.locator("#note-list")).to_contain_text("Bank codes")
+
+
+def test_a_token_in_the_fragment_signs_in_too_and_never_reaches_the_server(
+    context: Any, live: Live, seeded: Seeded
+) -> None:
+    pg, problems = watched(context)
+    requested: list[str] = []
+    pg.on("request", lambda r: requested.append(r.url))
+    pg.goto(f"{live.url}/notes/{seeded.good_source}#token={live.token}")
+    expect(pg.locator("#note-title")).to_have_text("Clipped good")
+    assert live.token not in pg.url
+    assert not [u for u in requested if live.token in u]  # a fragment is never sent
+    assert not problems, problems
