@@ -180,3 +180,92 @@ def test_init_creates_the_workspace_a_named_home_then_opens(tmp_path: Path) -> N
     (tmp_path / "a-file").write_text("")
     wrong = runner.invoke(cli, ["notes", "list", "--home", str(tmp_path / "a-file")])
     assert wrong.exit_code == 1 and "is a file, not a workspace folder" in wrong.stderr
+
+
+# -- what reaches the terminal --------------------------------------------------------------
+
+OSC = "\x1b]0;pwned\x07"
+CSI = "\x1b[31m"
+#: Bytes a terminal acts on: ESC, BEL, the other C0 controls but tab and newline, DEL, C1.
+CONTROLS = {*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)}
+
+
+def _controls_in(text: str) -> list[str]:
+    return [hex(ord(c)) for c in text if ord(c) in CONTROLS]
+
+
+@pytest.fixture
+def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A workspace whose note, notebook and tag were named by someone with a terminal in mind."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("NOTELOOM_HOME", str(home))
+    monkeypatch.delenv("NOTELOOM_DATABASE_URL", raising=False)
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        book = app.workspace.create_notebook(f"Inbox{OSC}")
+        note = app.workspace.create_note(
+            f"{OSC}Packing {CSI}list\x9b2J", f"Tent{CSI} and stove\x07\r\n\tthen maps\x1b]52;c;cHduZWQ=\x1b\\",
+            book.id, tags=[f"trip{CSI}"],
+        )
+        app.workspace.update_note(note.id, title=f"{OSC}Packing {CSI}list\x9b2J (v2)")
+    finally:
+        app.close()
+    return {"id": note.id, "home": str(home)}
+
+
+def test_titles_bodies_tags_and_paths_reach_the_terminal_without_control_sequences(
+    hostile: dict[str, str],
+) -> None:
+    runner = CliRunner()
+    note = hostile["id"]
+    for args in (["notes", "list"], ["notes", "search", "tent"], ["notes", "show", note],
+                 ["notes", "history", note], ["notebooks", "list"], ["tags", "list"],
+                 ["notes", "add", "x", "--notebook", f"Nowhere{OSC}"]):
+        result = runner.invoke(cli, args)
+        shown = result.stdout + result.stderr
+        assert not _controls_in(shown), (args, _controls_in(shown), shown)
+        if args[1] != "add":  # the error quotes the name with repr(): visible, and inert
+            assert "pwned" not in shown, (args, shown)
+    listed = runner.invoke(cli, ["notes", "list"]).stdout
+    assert "Packing list (v2)" in listed
+    body = runner.invoke(cli, ["notes", "show", note]).stdout
+    assert "Tent and stove\n\tthen maps" in body, "newlines and tabs of a body are kept"
+    assert "trip" in runner.invoke(cli, ["tags", "list"]).stdout
+    assert "Inbox (1)" in runner.invoke(cli, ["notebooks", "list"]).stdout
+
+
+def test_json_output_keeps_every_character_escaped(hostile: dict[str, str]) -> None:
+    result = CliRunner().invoke(cli, ["notes", "show", hostile["id"], "--json"])
+    assert result.exit_code == 0, result.output
+    assert not _controls_in(result.stdout.replace("\n", "")), "controls are \\u escapes in JSON"
+    shown = json.loads(result.stdout)
+    assert shown["title"] == f"{OSC}Packing {CSI}list\x9b2J (v2)"
+    assert shown["tags"] == [f"trip{CSI}"]
+
+
+def test_a_real_terminal_process_gets_clean_bytes(hostile: dict[str, str]) -> None:
+    env = {**os.environ, "NOTELOOM_HOME": hostile["home"]}
+    env.pop("NOTELOOM_DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-m", "noteloom", "notes", "show", hostile["id"]],
+                          env=env, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not [b for b in done.stdout if b in CONTROLS and b < 0x80], done.stdout
+    assert not _controls_in(done.stdout.decode("utf-8")), done.stdout
+    assert b"Packing list (v2)" in done.stdout
+
+
+def test_a_streamed_answer_and_its_tool_calls_reach_the_terminal_clean(
+    hostile: dict[str, str], tmp_path: Path
+) -> None:
+    script = tmp_path / "answer.json"
+    # Sequences cut across chunks, as a stream delivers them.
+    script.write_text(json.dumps([
+        {"tool_calls": [{"name": "search_notes", "arguments": {"query": f"tent{OSC}"}}]},
+        {"chunks": ["Pack the \x1b", "]0;pw", "ned\x07tent ", "and \x1b[3", "1mstove\x1b[0m."]},
+    ]))
+    Path(hostile["home"], "noteloom.toml").write_text(f'[providers.play]\ntype = "scripted"\nscript = "{script}"\n')
+    result = CliRunner().invoke(cli, ["ask", "what do I pack?", "-m", "play"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Pack the tent and stove.\n"
+    assert "→ search_notes" in result.stderr
+    assert not _controls_in(result.stderr), result.stderr

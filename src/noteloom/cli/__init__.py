@@ -9,6 +9,7 @@ import sys
 import typer
 
 from noteloom.cli.common import fail
+from noteloom.cli.terminal import guard
 
 cli = typer.Typer(
     name="noteloom",
@@ -17,6 +18,14 @@ cli = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@cli.callback()
+def _every_command() -> None:
+    # Before any command prints: titles, bodies, answers and errors may carry terminal
+    # escape sequences from whoever wrote them (see noteloom.cli.terminal).
+    guard()
+
 
 # Command-group modules, in the order their commands show in --help.
 COMMAND_MODULES = [

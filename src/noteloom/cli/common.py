@@ -1,4 +1,7 @@
-"""What every command shares: opening the workspace, printing JSON, failing with one line."""
+"""What every command shares: opening the workspace, printing JSON, failing with one line.
+
+Everything a command prints goes through ``noteloom.cli.terminal`` (installed for every
+command), so no print site needs to clean what it shows."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any, NoReturn
 import typer
 
 from noteloom.app import App, open_app
+from noteloom.cli.terminal import json_text
 from noteloom.config import default_data_dir, load_settings
 from noteloom.errors import NoteloomError
 
@@ -61,7 +65,7 @@ def to_jsonable(value: Any) -> Any:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(to_jsonable(value), ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(json_text(json.dumps(to_jsonable(value), ensure_ascii=False, indent=2)) + "\n")
 
 
 HOME_OPTION = typer.Option(None, "--home", help="Data directory (default: $NOTELOOM_HOME or the platform's).")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
 import typer
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from noteloom.app import App
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
+from noteloom.cli.terminal import raw
 from noteloom.semantic import IndexStatus, SemanticIndex
 
 index_app = typer.Typer(
@@ -54,6 +57,7 @@ def index_main(
             MofNCompleteColumn(),
             TextColumn("notes"),
             TimeElapsedColumn(),
+            console=Console(file=raw(sys.stdout)),
             transient=True,
         ) as bar:
             task = bar.add_task("index", total=index.pending_notes() or None)

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, TaskID, TaskProgressColumn, TextColumn, Tim
 from rich.progress import Progress as Bar
 
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, opened, print_json
+from noteloom.cli.terminal import raw
 from noteloom.interop import (
     Duplicates,
     ExportFormat,
@@ -66,7 +67,7 @@ def progress_bar(show: bool | None) -> Iterator[Progress]:
         yield lambda _phase, _done, _total: None
         return
     # Forced: the user asked for a bar, or stderr is a terminal already.
-    console = Console(file=sys.stderr, force_terminal=True)
+    console = Console(file=raw(sys.stderr), force_terminal=True)
     bar = Bar(
         TextColumn("{task.description:>14}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
         console=console, transient=False,
