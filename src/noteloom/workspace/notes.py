@@ -393,9 +393,8 @@ class Notes(Notebooks):
         with self._r(conn) as c:
             self.get_note(note_id, include_deleted=True, conn=c)
             return [
-                Revision(r.id, r.note_id, r.title, r.chars, r.version_time, r.created_time,
-                         self._revision_body(conn, r.id))
-                for r in revisions.listing(c, note_id)
+                Revision(rid, note_id, title, chars, version_time, created_time, self._revision_body(conn, rid))
+                for rid, title, chars, version_time, created_time in revisions.listing(c, note_id)
             ]
 
     def revision_text(self, revision_id: str, *, conn: Connection | None = None) -> tuple[str, str]:
@@ -408,7 +407,7 @@ class Notes(Notebooks):
         the current note): a unified diff of the bodies, after a line for a changed title."""
         with self._r(conn) as c:
             note_id = revisions.note_of(c, revision_id)
-            ids = [r.id for r in revisions.listing(c, note_id)]
+            ids = [r[0] for r in revisions.listing(c, note_id)]
             old = revisions.text(c, revision_id)
             at = ids.index(revision_id)
             if at == 0:

@@ -27,7 +27,6 @@ of one note take turns and each deltas against what the other committed.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,16 +47,9 @@ _CHARS = sa.func.coalesce(_r.c.chars, sa.func.length(_r.c.body))
 _CURRENT = 2**62
 
 
-@dataclass(frozen=True)
-class RevisionRow:
-    """What a listing shows of a version, its text left in the database."""
-
-    id: str
-    note_id: str
-    title: str
-    chars: int
-    version_time: int
-    created_time: int
+#: What a listing shows of a version, its text left in the database:
+#: ``(id, title, chars, version_time, created_time)``.
+Listed = tuple[str, str, int, int, int]
 
 
 def record(c: Connection, note: Any, title: str, body: str, t: int) -> int:
@@ -100,7 +92,7 @@ def record(c: Connection, note: Any, title: str, body: str, t: int) -> int:
     return t
 
 
-def listing(c: Connection, note_id: str) -> list[RevisionRow]:
+def listing(c: Connection, note_id: str) -> list[Listed]:
     """The note's earlier versions, newest first, without reading or rebuilding any text."""
     current_title = sa.select(db.notes.c.title).where(db.notes.c.id == note_id).scalar_subquery()
     # One statement: the note's title (the base of NULL titles) and the rows agree.
@@ -112,11 +104,11 @@ def listing(c: Connection, note_id: str) -> list[RevisionRow]:
         .where(_r.c.note_id == note_id)
         .order_by(_r.c.created_time.desc(), _r.c.id)
     ).all()
-    out: list[RevisionRow] = []
-    title = rows[0].current_title if rows else ""
-    for r in rows:
-        title = r.title if r.title is not None else title
-        out.append(RevisionRow(r.id, note_id, title, int(r.chars), r.version_time, r.created_time))
+    out: list[Listed] = []
+    title = rows[0][5] if rows else ""
+    for rid, row_title, chars, version_time, created_time, _ in rows:  # plain tuples: 1,000s of rows
+        title = row_title if row_title is not None else title
+        out.append((rid, title, int(chars), version_time, created_time))
     return out
 
 
