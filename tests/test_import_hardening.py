@@ -460,3 +460,4 @@ def test_the_readme_shows_the_default_caps() -> None:
     shown = tomllib.loads("[import]\n" + block)["import"]
     assert ImportLimits.from_section(shown) == ImportLimits()
     assert set(shown) == {"max_note_bytes", "max_attachment_bytes", "max_total_bytes"}
+

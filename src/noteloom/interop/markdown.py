@@ -78,24 +78,28 @@ def _is_book_name(name: str) -> bool:
     return not name.startswith((".", "_"))
 
 
-def _walk(root: Path, notices: Notices, folders: list[str], rel: str = "") -> Iterator[tuple[str, str]]:
+def _walk(root: Path, notices: Notices, folders: list[str]) -> Iterator[tuple[str, str]]:
     """(folder relative to root in POSIX form, file name) of every note file, in the order
     ``os.walk`` gives them, sorted; real sub-folders are appended to ``folders`` on the way.
-    Links and special files that would have been notes or notebooks are skipped and reported."""
+    Links and special files that would have been notes or notebooks are skipped and reported.
+    A stack, not recursion: a folder nested a thousand deep is no reason for a traceback."""
 
     def wanted(entry: os.DirEntry[str]) -> bool:
         return _is_note_name(entry.name) or (_is_book_name(entry.name) and entry.is_dir())
 
-    subdirs: list[str] = []
-    for entry in regular_entries(root / rel if rel else root, notices, wanted, where=f"{rel}/" if rel else ""):
-        if entry.is_dir(follow_symlinks=False):
-            if _is_book_name(entry.name):
-                subdirs.append(f"{rel}/{entry.name}" if rel else entry.name)
-        elif _is_note_name(entry.name):
-            yield rel, entry.name
-    for sub in subdirs:
-        folders.append(sub)
-        yield from _walk(root, notices, folders, sub)
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        if rel:
+            folders.append(rel)
+        subdirs: list[str] = []
+        for entry in regular_entries(root / rel if rel else root, notices, wanted, where=f"{rel}/" if rel else ""):
+            if entry.is_dir(follow_symlinks=False):
+                if _is_book_name(entry.name):
+                    subdirs.append(f"{rel}/{entry.name}" if rel else entry.name)
+            elif _is_note_name(entry.name):
+                yield rel, entry.name
+        stack.extend(reversed(subdirs))
 
 
 # -- reading --------------------------------------------------------------------------------
