@@ -147,6 +147,8 @@ class Trash(Notes):
             for a in c.execute(sa.select(db.attachments).where(db.attachments.c.note_id.in_(chunk))):
                 files.append(self.attachment_path(a.id, a.filename))
             c.execute(db.attachments.delete().where(db.attachments.c.note_id.in_(chunk)))
+            # A note's whole history at once: each revision may be an edit script that needs
+            # the versions after it (workspace/revisions.py), so none is ever left behind alone.
             c.execute(db.revisions.delete().where(db.revisions.c.note_id.in_(chunk)))
             c.execute(db.note_tags.delete().where(db.note_tags.c.note_id.in_(chunk)))
             c.execute(db.notes.delete().where(db.notes.c.id.in_(chunk)))
