@@ -6,7 +6,8 @@ keyword index current (triggers installed by the search migration), so a crash
 mid-operation leaves the workspace as it was before the operation.
 
 Modules: ``model`` (data classes, row converters, value checks), ``changes`` (the
-change feed), ``store`` (engine and transaction helpers), and the mixins ``Workspace``
+change feed), ``store`` (engine and transaction helpers), ``revisions`` (a note's history,
+kept as ``delta`` edit scripts with full snapshots), and the mixins ``Workspace``
 is composed of, each building on the one before: ``notebooks``, ``notes`` (notes,
 tags, revisions, attachments) and ``trash``; users and settings come from ``accounts``.
 """
