@@ -43,7 +43,7 @@ _HOLD = 4096
 
 def clean(text: str) -> str:
     """``text`` without escape sequences and control characters, tab and newline kept."""
-    if text.isprintable():  # the common case: nothing to do, at C speed
+    if _CONTROL.search(text) is None:  # the common case: one scan, nothing to do
         return text
     return _CONTROL.sub("", _SEQUENCE.sub("", text.replace("\r\n", "\n")))
 
