@@ -36,15 +36,32 @@ MB = 1 << 20
 OUT = Path(__file__).resolve().parent / ".out"
 
 
+# Runs ``noteloom`` and, at exit, writes the process's peak RSS (VmHWM) to argv[1]. Not
+# ru_maxrss: Linux carries the parent's high-water mark over fork and exec into it, so a
+# child of this (large) bench process would report the bench's own size.
+_PEAK_WRAPPER = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def peak():
+    with open("/proc/self/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    with open(out, "w") as f:
+        f.write(str(kb * 1024))
+atexit.register(peak)
+sys.argv[0] = "noteloom"
+runpy.run_module("noteloom", run_name="__main__", alter_sys=True)
+"""
+
+
 def _import(source: Path, home: Path) -> tuple[float, float, int, dict[str, object]]:
     """Wall and CPU seconds and peak RSS (bytes) of one ``noteloom import`` subprocess, and
-    its JSON summary. The peak is the child's own ``ru_maxrss`` from ``wait4``: the whole
-    process as the kernel counted it (interpreter, SQLite's cache and all), not only
-    Python objects as tracemalloc would see them."""
+    its JSON summary. The peak is the whole process as the kernel counted it (interpreter,
+    SQLite's cache and all), not only Python objects as tracemalloc would see them."""
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "NOTELOOM_HOME": str(home)}
     env.pop("NOTELOOM_DATABASE_URL", None)
-    cmd = [sys.executable, "-m", "noteloom", "import", str(source), "--json", "--no-progress"]
+    peak_file = home.parent / f"{home.name}.peak"
+    cmd = [sys.executable, "-c", _PEAK_WRAPPER, str(peak_file), "import", str(source), "--json", "--no-progress"]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         child = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
@@ -58,7 +75,7 @@ def _import(source: Path, home: Path) -> tuple[float, float, int, dict[str, obje
     if child.returncode != 0:
         raise SystemExit(f"noteloom import failed ({child.returncode}): {stderr.strip()}")
     summary: dict[str, object] = json.loads(stdout)
-    return seconds, cpu, usage.ru_maxrss * 1024, summary
+    return seconds, cpu, int(peak_file.read_text()), summary
 
 
 def _input_bytes(path: Path) -> int:
