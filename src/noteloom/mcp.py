@@ -458,7 +458,8 @@ async def serve_stdio(server: McpServer, user: User | None, stdin: BinaryIO, std
                 await send(Reply(error))
                 continue
             log.debug("stdio in: %s", _describe(message))
-            if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            # With an id it is a request for a method we lack, answered (-32601) like any other.
+            if isinstance(message, dict) and message.get("method") == "notifications/cancelled" and "id" not in message:
                 params = message.get("params")
                 target = params.get("requestId") if isinstance(params, dict) else None
                 if _valid_id(target) and target in running:
