@@ -93,7 +93,7 @@ def _measure(ws: Workspace, name: str, first: str, edits: list[Callable[[str], s
         body = new
     text, disk = _stored(ws, note.id)
     listed = ws.list_revisions(note.id)
-    oldest, middle = listed[-1].id, listed[len(listed) // 2].id
+    oldest, second, middle = listed[-1].id, listed[-2].id, listed[len(listed) // 2].id
     print(f"{name}: {len(edits)} saves, note now {len(body.encode()):,} bytes")
     print(f"  bytes changed          {changed:>12,}")
     print(f"  history text stored    {text:>12,}  ({text / changed:.2f}x the change; target <= {TARGET_RATIO:.0f}x)")
@@ -104,6 +104,7 @@ def _measure(ws: Workspace, name: str, first: str, edits: list[Callable[[str], s
           f"{sorted(saves)[int(len(saves) * 0.95)]:.2f} ms p95")
     print(f"  list history           {_ms(lambda: ws.list_revisions(note.id)):>9.2f} ms")
     print(f"  rebuild the oldest     {_ms(lambda: ws.revision_text(oldest)):>9.2f} ms")
+    print(f"  rebuild the 2nd oldest {_ms(lambda: ws.revision_text(second)):>9.2f} ms")
     print(f"  rebuild a middle one   {_ms(lambda: ws.revision_text(middle)):>9.2f} ms")
     print(f"  restore the oldest     {_ms(lambda: ws.restore_revision(oldest), repeat=1):>9.2f} ms")
     if text > TARGET_RATIO * changed and name == "appends":

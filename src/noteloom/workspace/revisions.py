@@ -37,7 +37,7 @@ from noteloom.db import new_id
 from noteloom.errors import NotFound, StorageError
 from noteloom.workspace import delta
 
-#: The most scripts one rebuild applies (about 5 ms of reading and composing at 1,000).
+#: The most scripts one rebuild applies (999 appends' scripts: read and composed in ~12 ms here).
 MAX_CHAIN = 1000
 
 _r = db.revisions
