@@ -129,13 +129,28 @@ def _open_files(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def _open_files_limits(pid: int) -> tuple[str, str]:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return soft, hard
+    raise AssertionError("no open-files limit")
+
+
 # -- connections -------------------------------------------------------------------------
 
 
 def test_connections_past_the_cap_get_503_with_retry_after_while_the_others_stay_open(
     tmp_path: Path,
 ) -> None:
-    with _serving(tmp_path, max_connections=20, header_timeout=SAFETY * 4) as srv, ExitStack() as stack:
+    def low_soft_limit() -> None:  # a common `ulimit -n 256` under a higher hard limit
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    serving = _serving(tmp_path, preexec=low_soft_limit, max_connections=20, header_timeout=SAFETY * 4)
+    with serving as srv, ExitStack() as stack:
+        # The server raised its soft open-files limit to the hard one at start.
+        soft, hard = _open_files_limits(srv.pid)
+        assert soft == hard or hard == "unlimited", (soft, hard)
         # The readiness check's connection is gone once its server closed it.
         probe = _connect(srv)
         probe.sendall(_head(srv, "GET", "/health", {"Connection": "close"}))
