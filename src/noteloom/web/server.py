@@ -78,16 +78,19 @@ def raise_fd_limit() -> int | None:
     except ImportError:  # pragma: no cover - Windows
         return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    # An unlimited hard limit is still bounded by the kernel (macOS: OPEN_MAX); ask for a
-    # generous but finite number.
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):  # pragma: no cover - a kernel cap below the hard limit
-            pass
-    return None if soft == resource.RLIM_INFINITY else soft
+    if soft == resource.RLIM_INFINITY:
+        return None
+    # The kernel may allow less than the hard limit (macOS refuses more than OPEN_MAX,
+    # 10240, even under an unlimited hard limit): try smaller targets until one holds.
+    top = hard if hard != resource.RLIM_INFINITY else 65536
+    for target in (top, 10240, 4096):
+        if soft < target <= top:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                return target
+            except (ValueError, OSError):  # pragma: no cover - macOS
+                continue
+    return soft
 
 
 def connection_cap(limits: ServerLimits, fd_limit: int | None) -> int:
