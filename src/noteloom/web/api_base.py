@@ -90,8 +90,8 @@ async def checked_body(request: Request) -> None:
         return
     try:
         body = await request.json()
-    except ValueError:
-        return  # not JSON: FastAPI's own validation says so
+    except (ValueError, RecursionError):
+        return  # not JSON (or not a content type FastAPI parses): its own validation says so
     problem = find_problem(body, forbid_nul=True)
     if problem is not None:
         field = problem.path or "body"
