@@ -59,10 +59,13 @@ def overrides_from(file_table: Mapping[str, Any], runtime: Mapping[str, Any]) ->
     return out
 
 
-def describe_call(tool: ToolDef, args: Mapping[str, Any]) -> str:
-    """A plain-language line for a confirmation card."""
+def describe_call(tool: ToolDef, args: Mapping[str, Any], note_title: str | None = None) -> str:
+    """A plain-language line for a confirmation card; ``note_title`` is the title of the
+    note ``args["id"]`` names, when it exists (an id alone tells a person nothing)."""
     note = args.get("id")
-    what = f" note {note}" if isinstance(note, str) else ""
+    what = ""
+    if isinstance(note, str):
+        what = f" note “{_short(note_title, 60)}” ({note})" if note_title else f" note {note}"
     if tool.name == "update_note":
         if "body" in args:
             return f"Replace the whole text of{what} ({len(str(args['body']))} characters)."

@@ -196,6 +196,9 @@ class Transcript:
             "selection_start": sel.start if sel else None,
             "selection_end": sel.end if sel else None,
             "selection_text": sel.text if sel else None,
+            # The assistant row's own columns, NULL on the user's: one multi-row INSERT takes
+            # its columns from the first row and silently drops keys only later rows have.
+            "model": None, "started_time": None, "heartbeat_time": None, "transcript": None, "runner_id": None,
         }
         user_id, asst_id = new_id(), new_id()
         conn.execute(

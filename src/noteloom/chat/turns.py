@@ -18,11 +18,12 @@ otherwise once its heartbeat stops, by a reaper that runs while the server does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -393,7 +394,13 @@ class TurnRunner:
             # A clipped note in the prompt needs the contract from the first call on.
             untrusted=True if untrusted else None,
         )
-        sink = _Sink(live)
+        by_name = {t.name: t for t in tools}
+        sink = _Sink(
+            live,
+            # The held call of a resumed turn is dispatched again; its card showed it already.
+            announced={c.id for m in msg.transcript for c in m.tool_calls},
+            describe=lambda action: self._card_text(prep, by_name, action),
+        )
         result: RunResult = await run(
             provider, model, system, history,
             [t for t in tools if not is_session_tool(t.name)], prep.context, options,
@@ -402,11 +409,26 @@ class TurnRunner:
         )
         transcript = [*msg.transcript, *result.messages]
         status = _STATUS[result.stop_reason]
+        pending = result.pending
+        if pending is not None and sink.pending is not None and sink.pending.call_id == pending.call_id:
+            pending = sink.pending
         return _Outcome(
             status, transcript, result.usage, result.cost, address, result.stop_reason,
             result.error.code if result.error else None, str(result.error) if result.error else None,
-            result.pending,
+            pending,
         )
+
+    def _card_text(self, prep: _Prepared, tools: dict[str, ToolDef], action: HeldCall) -> str:
+        """The confirmation card's line, naming the note by its title (blocking)."""
+        tool = tools.get(action.tool)
+        note_id = action.arguments.get("id")
+        if tool is None or not isinstance(note_id, str):
+            return action.description
+        try:
+            title = self.host.workspace.get_note(note_id, include_deleted=True).title
+        except NotFound:
+            title = None
+        return describe_call(tool, action.arguments, title)
 
     def _proposer(self, prep: _Prepared, live: LiveTurn) -> Proposer:
         focused, edits, message_id = prep.focused, self.stores.edits, prep.message.id
@@ -505,9 +527,17 @@ class TurnRunner:
 class _Sink:
     """Turns the agent's events into stored turn events."""
 
-    def __init__(self, live: LiveTurn) -> None:
+    def __init__(
+        self, live: LiveTurn, *, announced: set[str] | None = None,
+        describe: Callable[[HeldCall], str] | None = None,
+    ) -> None:
         self.live = live
         self.writing = False
+        #: Calls shown by an earlier run of the turn: not shown again.
+        self.announced = announced or set()
+        self.describe = describe
+        #: The held call, with the card's text ``describe`` gave it.
+        self.pending: HeldCall | None = None
 
     async def __call__(self, event: RunEvent) -> None:
         live = self.live
@@ -524,6 +554,8 @@ class _Sink:
             self.writing = False
             live.emit("activity", {"label": event.label})
         elif isinstance(event, ToolCallEvent):
+            if event.call_id in self.announced:
+                return
             live.emit("tool_call", {"call_id": event.call_id, "name": event.name, "arguments": event.arguments,
                                     "policy": event.policy})
         elif isinstance(event, ToolResultEvent):
@@ -534,6 +566,12 @@ class _Sink:
                                 "run_usage": usage_to_dict(event.total_usage), "run_cost_usd": usd(event.total_cost)})
         elif isinstance(event, PendingEvent):
             a = event.action
+            if self.describe is not None:
+                try:
+                    a = dataclasses.replace(a, description=await to_thread.run_sync(self.describe, a))
+                except Exception:  # the agent's own line is still a fair card
+                    log.exception("could not describe the held call %s", a.call_id)
+            self.pending = a
             live.emit("pending_action", {"call_id": a.call_id, "tool": a.tool, "arguments": a.arguments,
                                          "description": a.description})
         elif isinstance(event, DoneEvent):

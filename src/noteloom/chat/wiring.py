@@ -8,6 +8,7 @@ anything shaped like ``noteloom.app.App`` — and reads its ``[chat]`` settings:
     system_prompt = "You are …"      # the default voice (a conversation's instructions win)
     temperature = 0.3                # defaults for the controls a conversation leaves unset
     history_bytes = 204800           # history cap sent to the model
+    stale_after = 10                 # seconds without a heartbeat before a turn counts as interrupted
 
     [chat.tool_policies]
     update_note = "auto"             # auto | confirm | deny, per tool
@@ -55,7 +56,8 @@ class ChatSettings:
     tool_policies: dict[str, Any] = field(default_factory=dict)
     #: How often a running turn looks for a cancel made in another process, in seconds.
     cancel_poll: float = 0.5
-    #: How often a running turn proves it is alive, and when silence means it is not.
+    #: How often a running turn proves it is alive, and when silence means it is not (a turn
+    #: whose runner is provably gone is settled without waiting; see ``noteloom.chat.liveness``).
     heartbeat: float = 2.0
     stale_after: float = 10.0
 
@@ -68,12 +70,15 @@ class ChatSettings:
         prompt = table.get("system_prompt")
         history = table.get("history_bytes", DEFAULT_HISTORY_BYTES)
         policies = table.get("tool_policies", {})
+        stale = table.get("stale_after", cls.stale_after)
         if model is not None and not isinstance(model, str):
             raise ConfigError("[chat] model must be an address like \"local:qwen3:14b\"")
         if prompt is not None and not isinstance(prompt, str):
             raise ConfigError("[chat] system_prompt must be text")
         if isinstance(history, bool) or not isinstance(history, int) or history < 1024:
             raise ConfigError(f"[chat] history_bytes must be a whole number of at least 1024, not {history!r}")
+        if isinstance(stale, bool) or not isinstance(stale, int | float) or not 5 <= stale <= 86_400:
+            raise ConfigError(f"[chat] stale_after must be a number of seconds from 5 to 86400, not {stale!r}")
         if not isinstance(policies, dict):
             raise ConfigError("[chat.tool_policies] must be a table of tool = \"auto\" | \"confirm\" | \"deny\"")
         known = ("temperature", "top_p", "max_tokens", "thinking_level")
@@ -82,7 +87,7 @@ class ChatSettings:
         except InvalidInput as exc:
             raise ConfigError(f"[chat] {exc}") from None
         return cls(model=model, system_prompt=prompt, defaults=defaults, history_bytes=history,
-                   tool_policies=dict(policies))
+                   tool_policies=dict(policies), stale_after=float(stale))
 
 
 @dataclass

@@ -1,0 +1,275 @@
+"""Chat turns across restarts: a turn whose server died reads interrupted on the first read
+of the next server, a turn of a live server is left running whoever starts, and a turn
+approved after a restart goes on where it stopped, numbered on from its last event."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from chat_support import collect, running_chat
+from noteloom.app import App, open_app
+from noteloom.chat import ChatService
+from noteloom.config import load_settings
+
+TIMEOUT = 60.0  # a safety net only: every wait below ends on an event
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _home(tmp_path: Path, steps: Sequence[dict[str, Any]], *, name: str = "home") -> Path:
+    """A workspace whose ``play`` model plays ``steps``; only a turn's owner settles it early
+    (a heartbeat silent for ten minutes, far longer than any test, is the other way)."""
+    home = tmp_path / name
+    home.mkdir()
+    script = tmp_path / f"{name}-script.json"
+    script.write_text(json.dumps(list(steps)), encoding="utf-8")
+    (home / "noteloom.toml").write_text(
+        "[embeddings]\nenabled = false\n\n"
+        "[chat]\nstale_after = 600\n\n"
+        f"[providers.play]\ntype = \"scripted\"\nscript = {json.dumps(str(script))}\n",
+        encoding="utf-8",
+    )
+    return home
+
+
+@dataclass
+class Served:
+    proc: subprocess.Popen[str]
+    url: str
+    token: str
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=TIMEOUT)
+
+    def kill(self) -> None:
+        """SIGKILL the server and every process it started: nothing gets to clean up."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(TIMEOUT)
+
+
+@contextmanager
+def serve(home: Path, *args: str, database_url: str | None = None) -> Iterator[Served]:
+    """``noteloom serve --port 0 ARGS`` on ``home``, in a session of its own (so a kill
+    reaches its workers); it listens once it prints its token, and answers once ready."""
+    env = {**os.environ, "NOTELOOM_HOME": str(home)}
+    env.pop("NOTELOOM_DATABASE_URL", None)
+    if database_url:
+        env["NOTELOOM_DATABASE_URL"] = database_url
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noteloom", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    out = proc.stdout
+    threading.Thread(target=lambda: [lines.put(line) for line in out], daemon=True).start()
+    try:
+        url = token = ""
+        seen: list[str] = []
+        while not token:
+            try:
+                line = lines.get(timeout=TIMEOUT)
+            except queue.Empty:
+                raise AssertionError("noteloom serve printed no token:\n" + "".join(seen)) from None
+            seen.append(line)
+            key, _, value = line.strip().partition(":")
+            if key == "web":
+                url = value.strip().split("/?", 1)[0].replace("localhost", "127.0.0.1")
+            elif key == "token":
+                token = value.strip()
+        yield Served(proc, url, token)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(TIMEOUT)
+
+
+def start_hanging_turn(c: httpx.Client) -> tuple[str, int]:
+    """Send a message whose answer streams some text and then never ends; return its
+    message id and the last event seen once that text arrived."""
+    r = c.post("/api/v1/chat/send", json={"message": "go", "controls": {"model": "play"}})
+    assert r.status_code == 202, r.text
+    message_id = r.json()["message_id"]
+    fields: dict[str, str] = {}
+    with c.stream("GET", f"/api/v1/chat/messages/{message_id}/events?after_seq=0") as stream:
+        for line in stream.iter_lines():
+            if line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+            elif fields.get("event") == "text":  # a blank line ends an event
+                return message_id, int(fields["id"])
+            else:
+                fields = {}
+    raise AssertionError("the turn ended before it streamed its text")
+
+
+def sse(text: str) -> list[tuple[int, str, dict[str, Any]]]:
+    """``(id, event, data)`` of each event in an SSE body."""
+    out = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields = dict(line.partition(": ")[::2] for line in block.split("\n") if ": " in line)
+        if "event" in fields:
+            out.append((int(fields["id"]), fields["event"], json.loads(fields["data"])))
+    return out
+
+
+HANG = [{"chunks": ["still going"], "hang": True}]
+
+
+@pytest.mark.slow
+def test_a_turn_whose_server_was_killed_reads_interrupted_on_the_first_read_after_a_restart(
+    tmp_path: Path, database_url: str
+) -> None:
+    home = _home(tmp_path, HANG)
+    url = database_url if database_url.startswith("postgresql") else None
+    with serve(home, database_url=url) as first, first.client() as c:
+        message_id, _ = start_hanging_turn(c)
+        assert c.get(f"/api/v1/chat/messages/{message_id}").json()["status"] == "running"
+        first.kill()
+    with serve(home, database_url=url) as second, second.client() as c:
+        view = c.get(f"/api/v1/chat/messages/{message_id}").json()  # answered once the server is ready
+        assert view["status"] == "failed" and view["error"]["code"] == "interrupted"
+        conversation = c.get(f"/api/v1/chat/conversations/{view['conversation_id']}").json()
+        events = c.get(f"/api/v1/chat/messages/{message_id}/events?after_seq=0").text
+    assert "Send the message again" in view["error"]["message"]
+    assert [m["status"] for m in conversation["messages"]] == ["complete", "failed"]
+    stored = sse(events)
+    assert [seq for seq, _, _ in stored] == list(range(1, len(stored) + 1))
+    assert [kind for _, kind, _ in stored][-2:] == ["error", "done"] and stored[-1][2]["status"] == "failed"
+
+
+@pytest.mark.slow
+def test_a_turn_of_a_live_server_stays_running_while_another_server_starts_and_settles_once_it_dies(
+    tmp_path: Path, database_url: str
+) -> None:
+    home = _home(tmp_path, HANG)
+    url = database_url if database_url.startswith("postgresql") else None
+    with serve(home, "--workers", "2", database_url=url) as workers, workers.client() as c:
+        message_id, _ = start_hanging_turn(c)
+        with serve(home, database_url=url) as other, other.client() as o:
+            # The newcomer probed the runner of the turn at start-up and found it alive.
+            assert o.get(f"/api/v1/chat/messages/{message_id}").json()["status"] == "running"
+            assert c.get(f"/api/v1/chat/messages/{message_id}").json()["status"] == "running"
+            workers.kill()
+            with serve(home, database_url=url) as third, third.client() as t:
+                view = t.get(f"/api/v1/chat/messages/{message_id}").json()
+    assert view["status"] == "failed" and view["error"]["code"] == "interrupted"
+
+
+# -- a confirmation across a restart (in-process: the App closed and opened again) ---------
+
+
+def _open(home: Path) -> App:
+    return open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+
+
+@pytest.mark.anyio
+async def test_approving_after_a_restart_goes_on_from_the_held_call_without_repeating_anything(
+    tmp_path: Path,
+) -> None:
+    home = _home(tmp_path, [])
+    script = tmp_path / "home-script.json"
+    first = _open(home)
+    owner = first.workspace.ensure_owner()
+    note = first.workspace.create_note("Old plans", "x")
+    first.registry.set_enabled(first.workspace, "delete_note", True)
+    script.write_text(json.dumps([
+        {"text": "I will delete it.", "tool_calls": [{"name": "delete_note", "arguments": {"id": note.id}}]},
+    ]))
+    try:
+        async with running_chat(first) as chat:
+            sent = await chat.send(owner, "delete the old plans", controls={"model": "play"})
+            before = await collect(chat, owner, sent.message_id, timeout=TIMEOUT)
+            parked = await chat.message(owner, sent.message_id)
+    finally:
+        first.close()
+    assert parked["status"] == "awaiting_confirmation" and parked["content"] == "I will delete it."
+    # The card names the note as a person knows it.
+    assert parked["pending_action"]["description"] == f"Move note “Old plans” ({note.id}) to the trash."
+    assert [e.kind for e in before].count("tool_call") == 1
+
+    # The model's next answer, for the process that runs the turn after the restart.
+    script.write_text(json.dumps([{"chunks": ["Done, ", "it is in the trash."]}]))
+    second = _open(home)
+    try:
+        async with running_chat(second) as chat:
+            seen = parked["last_seq"]
+            assert seen == before[-1].seq
+            await chat.confirm(owner, sent.message_id, "approve")
+            after = await collect(chat, owner, sent.message_id, after=seen, timeout=TIMEOUT)
+            view = await chat.message(owner, sent.message_id)
+            replay = await collect(chat, owner, sent.message_id, timeout=TIMEOUT)
+    finally:
+        second.close()
+    # Numbered on from the last event before the restart: nothing missed, nothing twice.
+    assert [e.seq for e in after] == list(range(seen + 1, seen + 1 + len(after)))
+    assert [e.seq for e in replay] == list(range(1, len(replay) + 1)) and replay == [*before, *after]
+    assert after[0].kind == "status" and after[0].data == {"status": "running", "resumed": True}
+    # The held call was announced once, before the restart; after it, only its result.
+    assert [e.kind for e in replay].count("tool_call") == 1
+    assert [e.data["call_id"] for e in after if e.kind == "tool_result"] == ["call_1"]
+    assert "".join(e.data["text"] for e in after if e.kind == "text") == "Done, it is in the trash."
+    assert view["status"] == "complete"
+    assert view["content"] == "I will delete it.\n\nDone, it is in the trash."
+    assert view["content"].count("I will delete it.") == 1
+    assert view["tool_calls"] == [{"id": "call_1", "name": "delete_note", "arguments": {"id": note.id},
+                                   "status": "done"}]
+
+
+@pytest.mark.anyio
+async def test_the_partial_answer_of_a_turn_resumed_after_a_restart_holds_the_earlier_text_once(
+    tmp_path: Path,
+) -> None:
+    home = _home(tmp_path, [])
+    script = tmp_path / "home-script.json"
+    first = _open(home)
+    owner = first.workspace.ensure_owner()
+    note = first.workspace.create_note("Old", "x")
+    first.registry.set_enabled(first.workspace, "delete_note", True)
+    script.write_text(json.dumps([
+        {"text": "I will delete it.", "tool_calls": [{"name": "delete_note", "arguments": {"id": note.id}}]},
+    ]))
+    try:
+        async with running_chat(first) as chat:
+            sent = await chat.send(owner, "delete it", controls={"model": "play"})
+            await collect(chat, owner, sent.message_id, timeout=TIMEOUT)
+    finally:
+        first.close()
+    script.write_text(json.dumps([{"chunks": ["Gone"], "hang": True}]))
+    second = _open(home)
+    try:
+        async with running_chat(second) as chat:
+            confirmed = await chat.confirm(owner, sent.message_id, "approve")
+            assert confirmed["status"] == "running"
+            last = confirmed["last_seq"]
+            async for event in chat.events(owner, sent.message_id, last):
+                if event.kind == "text":
+                    break
+            here = await chat.message(owner, sent.message_id)
+            elsewhere = await ChatService(second).message(owner, sent.message_id)  # as another process reads it
+    finally:
+        second.close()
+    assert here["partial_text"] == "I will delete it.\n\nGone"
+    assert elsewhere["status"] == "running"
+    assert elsewhere["partial_text"] is not None and elsewhere["partial_text"].count("I will delete it.") == 1
