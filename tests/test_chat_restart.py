@@ -19,10 +19,12 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+import sqlalchemy as sa
 
 from chat_support import collect, running_chat
 from noteloom.app import App, open_app
 from noteloom.chat import ChatService
+from noteloom.chat import tables as t
 from noteloom.config import load_settings
 
 TIMEOUT = 60.0  # a safety net only: every wait below ends on an event
@@ -273,3 +275,25 @@ async def test_the_partial_answer_of_a_turn_resumed_after_a_restart_holds_the_ea
     assert here["partial_text"] == "I will delete it.\n\nGone"
     assert elsewhere["status"] == "running"
     assert elsewhere["partial_text"] is not None and elsewhere["partial_text"].count("I will delete it.") == 1
+
+
+@pytest.mark.anyio
+async def test_a_new_turn_is_stored_running_with_its_model_heartbeat_and_runner_and_a_newcomer_leaves_it(
+    tmp_path: Path,
+) -> None:
+    home = _home(tmp_path, [{"hang": True}])
+    app = _open(home)
+    owner = app.workspace.ensure_owner()
+    try:
+        async with running_chat(app) as chat:
+            sent = await chat.send(owner, "go", controls={"model": "play"})
+            with app.workspace.read() as c:
+                row = c.execute(sa.select(t.messages).where(t.messages.c.id == sent.message_id)).one()
+            assert row.status == "running" and row.runner_id == chat.runner.id
+            assert row.heartbeat_time is not None and row.started_time is not None
+            assert (await chat.message(owner, sent.message_id))["model"] == "play:script"
+            newcomer = ChatService(app)  # another runner starting on the workspace meanwhile
+            async with newcomer.runner.running():
+                assert (await newcomer.message(owner, sent.message_id))["status"] == "running"
+    finally:
+        app.close()
