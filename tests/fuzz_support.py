@@ -32,6 +32,9 @@ numbers = st.sampled_from(EDGE_NUMBERS) | st.integers(-1000, 10**6) | st.just(OV
 # Either side of the depth where parsers give up (~1000, less the stack in use), never near it:
 # there the answer depends on how deep the parser was called, not on the input.
 deep = (st.integers(65, 400) | st.just(5000)).map(lambda n: f"__deep_{n}__")
+#: One of these in otherwise valid arguments reaches a handler unless an edge stops it.
+poison = st.sampled_from(["\ud800", "a\udfff b", "\udbff\udbff", "x\x00y", float("nan"), float("inf"), float("-inf"),
+                          OVERFLOW, 2**53, 2**63, -(2**63) - 1, 10**30, "__deep_300__", "__deep_5000__"])
 scalars = st.none() | st.booleans() | numbers | texts
 wild_values = st.recursive(
     scalars | deep,

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chat_support import running_chat, scripted
-from fuzz_support import FUZZ, hostile_json, numbers, texts, wild_values
+from fuzz_support import FUZZ, hostile_json, numbers, poison, texts, wild_values
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
 from noteloom.web.app import create_web_app
@@ -182,7 +182,10 @@ def requests(draw: st.DrawFn, api: Api) -> tuple[str, str, bytes, dict[str, str]
         elif shape == 1:
             content = hostile_json(draw(wild_values))[: draw(st.integers(0, 80))]
         else:
-            content = hostile_json(value_for(body, draw, api))
+            value = value_for(body, draw, api)
+            if isinstance(value, dict) and value and draw(st.booleans()):  # valid but for one hostile field
+                value[draw(st.sampled_from(sorted(value)))] = draw(poison)
+            content = hostile_json(value)
         headers["Content-Type"] = draw(st.sampled_from(
             ["application/json"] * 6 + ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"]))
     return method, url, content, headers

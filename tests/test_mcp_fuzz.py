@@ -34,7 +34,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fuzz_support import FUZZ, hostile_json, texts, wild_values
+from fuzz_support import FUZZ, hostile_json, poison, texts, wild_values
 from livesrv import live_server
 from noteloom.app import App, access_token, open_app
 from noteloom.config import load_settings
@@ -154,7 +154,7 @@ def decode(raw: bytes) -> Any:
 
 def value_for(schema: dict[str, Any], draw: st.DrawFn, ws: Workspace) -> Any:
     """Mostly plausible values for a property (so handlers run), sometimes anything at all."""
-    if draw(st.integers(0, 5)) == 0:
+    if draw(st.integers(0, 9)) == 0:
         return draw(wild_values)
     kinds = schema.get("type") or [b.get("type") for b in schema.get("anyOf", [])] or ["string"]
     kind = draw(st.sampled_from(kinds if isinstance(kinds, list) else [kinds]))
@@ -178,7 +178,11 @@ def tool_calls(draw: st.DrawFn, ws: Workspace) -> dict[str, Any]:
     name = draw(st.sampled_from(sorted(ws.tools)) | texts)
     schema = ws.tools[name].input_schema if name in ws.tools else {"properties": {}}
     props: dict[str, Any] = schema.get("properties", {})
-    arguments = {key: value_for(sub, draw, ws) for key, sub in props.items() if draw(st.booleans())}
+    required = set(schema.get("required", []))
+    arguments = {key: value_for(sub, draw, ws) for key, sub in props.items()
+                 if (key in required and draw(st.integers(0, 9))) or draw(st.booleans())}
+    if arguments and draw(st.booleans()):  # valid but for one hostile value, so the handler would see it
+        arguments[draw(st.sampled_from(sorted(arguments)))] = draw(poison)
     if draw(st.integers(0, 8)) == 0:
         arguments[draw(texts)] = draw(wild_values)
     params: dict[str, Any] = {"name": name, "arguments": arguments}
@@ -207,7 +211,7 @@ def raw_envelopes(draw: st.DrawFn) -> Any:
 
 
 def envelopes(ws: Workspace) -> st.SearchStrategy[Any]:
-    return st.one_of(tool_calls(ws), raw_envelopes(), raw_envelopes(), wild_values)
+    return st.one_of(tool_calls(ws), tool_calls(ws), raw_envelopes(), wild_values)
 
 
 def messages(ws: Workspace) -> st.SearchStrategy[Any]:

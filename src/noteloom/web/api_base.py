@@ -152,8 +152,8 @@ def _field_of(loc: Sequence[Any]) -> str:
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     """422 naming the first bad field; FastAPI's full ``detail`` list is kept as well."""
     assert isinstance(exc, RequestValidationError | ValidationError)
-    errors = list(exc.errors())
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    errors: list[Any] = list(exc.errors())
+    first: dict[str, Any] = dict(errors[0]) if errors else {"loc": (), "msg": "invalid request"}
     if first.get("type") == "json_invalid":  # its loc is ("body", character offset)
         field = "body"
         reason = (first.get("ctx") or {}).get("error", "")
