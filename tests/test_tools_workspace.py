@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
@@ -463,6 +464,59 @@ async def test_an_ambiguous_notebook_title_lists_only_candidates_in_scope(app: A
     ws.create_notebook("Inbox", scoped["home"].id)
     message = await tool_error(app, "create_note", {"title": "x", "notebook": "Inbox"})
     assert "Work/Inbox" in message and "Work/Team/Inbox" in message and "Home" not in message
+
+
+@pytest.mark.anyio
+async def test_a_parent_outside_the_scope_is_in_no_path_filter_or_answer(app: App) -> None:
+    """Scope Private/Projects: Projects and what is below it exist for tools, Private does not,
+    so every path starts at Projects and no answer names Private."""
+    ws = app.workspace
+    private = ws.create_notebook("Private")
+    projects = ws.create_notebook("Projects", private.id)
+    launch = ws.create_notebook("Launch", projects.id)
+    ws.create_note("Diary", "launch thoughts", private.id)
+    roadmap = ws.create_note("Roadmap", "launch in May", projects.id)
+    checklist = ws.create_note("Checklist", "launch steps", launch.id)
+    ws.set_setting(SCOPE_KEY, ["Private/Projects"])
+    for name in ("create_note", "create_notebook", "delete_note", "restore_note"):
+        app.registry.set_enabled(ws, name, True)
+    answers: list[Any] = []
+
+    async def ask(name: str, args: dict[str, Any]) -> Any:
+        answers.append(await payload(app, name, args))
+        return answers[-1]
+
+    books = (await ask("list_notebooks", {}))["notebooks"]
+    assert sorted((b["path"], b["parent_id"]) for b in books) == [("Projects", None), ("Projects/Launch", projects.id)]
+    assert (await ask("read_note", {"id": checklist.id}))["notebook"] == "Launch"
+    assert (await ask("read_note", {"id": roadmap.id}))["notebook"] == "Projects"
+
+    def hits() -> set[str]:
+        return {h["title"] for h in answers[-1]["results"]}
+
+    await ask("search_notes", {"query": "launch notebook:Projects"})
+    assert hits() == {"Roadmap", "Checklist"}
+    assert {h["notebook"] for h in answers[-1]["results"]} == {"Projects", "Launch"}
+    # Filters see the notebooks tools see: the hidden parent's name (or path) matches nothing,
+    # which is what a name that is nowhere matches; it cannot be told apart by probing.
+    for query in ("launch notebook:Private", 'launch notebook:"Private/Projects"', "launch notebook:Nowhere"):
+        await ask("search_notes", {"query": query})
+        assert hits() == set(), query
+    await ask("search_notes", {"query": "launch -notebook:Private"})
+    assert hits() == {"Roadmap", "Checklist"}
+    await ask("search_notes", {"query": 'launch notebook:"Projects/Launch"'})
+    assert hits() == {"Checklist"}
+
+    # A path given back is the path shown; the full one names a notebook that does not exist.
+    made = await ask("create_note", {"title": "Budget", "notebook": "Projects/Launch"})
+    assert made["notebook_id"] == launch.id
+    assert "does not exist" in await tool_error(app, "create_note", {"title": "x", "notebook": "Private/Projects"})
+    assert (await ask("create_notebook", {"title": "Later", "parent": "Projects"}))["path"] == "Projects/Later"
+    await ask("delete_note", {"id": checklist.id})
+    trash = (await ask("list_trash", {}))["items"]
+    assert [(i["title"], i["notebook"]) for i in trash] == [("Checklist", "Projects/Launch")]
+    assert (await ask("restore_note", {"id": checklist.id}))["notebook"] == "Projects/Launch"
+    assert not [a for a in answers if "Private" in json.dumps(a)]
 
 
 @pytest.mark.anyio

@@ -254,10 +254,11 @@ class _Plan:
         books: set[str] | None = None
         wanted = [f for f in q.filters if isinstance(f, NotebookFilter) and not f.negated]
         if wanted:  # several notebook: filters are ORed, and restrict even with any:1
-            books = set().union(*(_notebooks_matching(conn, f.pattern) for f in wanted))
+            books = set().union(*(_notebooks_matching(conn, f.pattern, notebook_ids) for f in wanted))
         if notebook_ids is not None:
             books = set(notebook_ids) if books is None else books & set(notebook_ids)
         self.books = books
+        self.notebook_ids = notebook_ids
         self.driver = self._choose_driver()
 
     # -- choosing how to run --
@@ -494,7 +495,7 @@ class _Plan:
                     .exists()
                 )
         elif isinstance(f, NotebookFilter):  # negated: positive ones are in self.books
-            cond = _n.c.notebook_id.in_(sorted(_notebooks_matching(self.conn, f.pattern)))
+            cond = _n.c.notebook_id.in_(sorted(_notebooks_matching(self.conn, f.pattern, self.notebook_ids)))
         elif isinstance(f, DateFilter):
             col = {"created": _n.c.created_time, "updated": _n.c.updated_time, "due": _n.c.todo_due}[f.field]
             # "Before" is its own comparison, not NOT(on or after): a missing due date is neither.
@@ -521,13 +522,17 @@ def _like(col: ColumnElement[Any], pattern: str) -> ColumnElement[bool]:
     return col.like(escaped, escape="\\")
 
 
-def _notebooks_matching(conn: Connection, pattern: str) -> set[str]:
+def _notebooks_matching(conn: Connection, pattern: str, within: Collection[str] | None = None) -> set[str]:
     """Live notebooks whose title (or ``Parent/Child`` path) matches ``pattern``, with every
-    notebook below them."""
+    notebook below them. With ``within``, the others do not exist: they match nothing and
+    are no part of a path (else ``notebook:Hidden`` would tell that a parent is called so)."""
     nb = db.notebooks
     rows = conn.execute(
         sa.select(nb.c.id, nb.c.parent_id, nb.c.title).where(nb.c.deleted_time.is_(None))
     ).all()
+    if within is not None:
+        allowed = set(within)
+        rows = [r for r in rows if r.id in allowed]
     by_id = {r.id: r for r in rows}
     children: dict[str, list[str]] = {}
     for r in rows:

@@ -33,7 +33,13 @@ class Books:
         return list(reversed(out))
 
     def path(self, notebook_id: str) -> str:
-        return "/".join(b.title for b in self.chain(notebook_id))
+        """``Parent/Child`` titles down to ``notebook_id``, from its first ancestor in scope: a
+        parent outside the scope does not exist for tools, not even as a name in a path."""
+        chain = self.chain(notebook_id)
+        start = len(chain) - 1  # the notebook itself: a caller only asks for ones it may show
+        while start > 0 and chain[start - 1].id in self.visible_ids:
+            start -= 1
+        return "/".join(b.title for b in chain[start:]) if chain else ""
 
     def in_scope(self, notebook_id: str) -> bool:
         return notebook_id in self.visible_ids
