@@ -263,6 +263,9 @@ def _jex_entries(
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:
+                # TarFile keeps every member it has read (for getmembers()): a list of
+                # TarInfo as long as the archive. Iterating reads on without it.
+                tar.members.clear()
                 # Before the member's data is read or skipped: skipping decompresses it too.
                 budget.check_total(member.offset_data + member.size, member.name)
                 if member.isdir():
