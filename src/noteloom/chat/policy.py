@@ -68,7 +68,7 @@ def describe_call(tool: ToolDef, args: Mapping[str, Any], note_title: str | None
         what = f" note “{_short(note_title, 60)}” ({note})" if note_title else f" note {note}"
     if tool.name == "update_note":
         if "body" in args:
-            return f"Replace the whole text of{what} ({len(str(args['body']))} characters)."
+            return f"Replace the whole text of{what} with {len(str(args['body']))} characters."
         if "replace_text" in args:
             rt = args.get("replace_text") or {}
             return f"In{what}, replace “{_short(rt.get('find', ''))}” with “{_short(rt.get('replace', ''))}”."
