@@ -265,7 +265,7 @@ def _jex_entries(
             for member in tar:
                 # TarFile keeps every member it has read (for getmembers()): a list of
                 # TarInfo as long as the archive. Iterating reads on without it.
-                tar.members.clear()
+                tar.members.clear()  # type: ignore[attr-defined]  # an attribute typeshed leaves out
                 # Before the member's data is read or skipped: skipping decompresses it too.
                 budget.check_total(member.offset_data + member.size, member.name)
                 if member.isdir():
