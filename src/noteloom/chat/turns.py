@@ -399,7 +399,7 @@ class TurnRunner:
             live,
             # The held call of a resumed turn is dispatched again; its card showed it already.
             announced={c.id for m in msg.transcript for c in m.tool_calls},
-            describe=lambda action: self._card_text(prep, by_name, action),
+            describe=lambda action: self._card_text(by_name, action),
         )
         result: RunResult = await run(
             provider, model, system, history,
@@ -418,7 +418,7 @@ class TurnRunner:
             pending,
         )
 
-    def _card_text(self, prep: _Prepared, tools: dict[str, ToolDef], action: HeldCall) -> str:
+    def _card_text(self, tools: dict[str, ToolDef], action: HeldCall) -> str:
         """The confirmation card's line, naming the note by its title (blocking)."""
         tool = tools.get(action.tool)
         note_id = action.arguments.get("id")
