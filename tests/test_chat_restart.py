@@ -179,6 +179,27 @@ def test_a_turn_of_a_live_server_stays_running_while_another_server_starts_and_s
     assert view["status"] == "failed" and view["error"]["code"] == "interrupted"
 
 
+@pytest.mark.slow
+def test_a_server_settles_the_turn_of_a_server_that_died_beside_it_without_a_restart(
+    tmp_path: Path, database_url: str
+) -> None:
+    home = _home(tmp_path, HANG)
+    url = database_url if database_url.startswith("postgresql") else None
+    with serve(home, database_url=url) as doomed, doomed.client() as c:
+        message_id, _ = start_hanging_turn(c)
+        with serve(home, database_url=url) as survivor, survivor.client() as s:
+            assert s.get(f"/api/v1/chat/messages/{message_id}").json()["status"] == "running"
+            doomed.kill()
+            # Followed through the survivor: its reaper finds the dead runner's lease free
+            # (the heartbeat alone would wait ten minutes) and the stream ends with the turn.
+            events = sse(s.get(f"/api/v1/chat/messages/{message_id}/events?after_seq=0").text)
+            view = s.get(f"/api/v1/chat/messages/{message_id}").json()
+    assert [kind for _, kind, _ in events][-2:] == ["error", "done"]
+    assert events[-1][2]["error"]["code"] == "interrupted"
+    assert [seq for seq, _, _ in events] == list(range(1, len(events) + 1))
+    assert view["status"] == "failed" and view["error"]["code"] == "interrupted"
+
+
 # -- a confirmation across a restart (in-process: the App closed and opened again) ---------
 
 

@@ -462,3 +462,18 @@ def test_the_readme_shows_the_default_caps() -> None:
     assert ImportLimits.from_section(shown) == ImportLimits()
     assert set(shown) == {"max_note_bytes", "max_attachment_bytes", "max_total_bytes"}
 
+
+
+def test_joplin_notebooks_whose_parents_form_a_loop_become_top_level(ws: Workspace, tmp_path: Path) -> None:
+    a, b, c, own = "1" * 32, "2" * 32, "3" * 32, "4" * 32
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    t = 1_700_000_000_000
+    for book in (BookItem(a, "A", c, t, t), BookItem(b, "B", a, t, t), BookItem(c, "C", b, t, t),
+                 BookItem(own, "Own", own, t, t), BookItem(BOOK, "Fine", None, t, t)):
+        (raw / f"{book.id}.md").write_text(folder_text(book), encoding="utf-8")
+    (raw / f"{NOTE}.md").write_text(note_text(NoteItem(NOTE, b, "In B", "x", t, t)), encoding="utf-8")
+    summary = import_path(ws, raw)
+    assert summary.messages == [f"made notebooks whose parents form a loop top-level: 2 ({a[:8]}, {own[:8]})"]
+    parents = {book_id: parent for book_id, (parent, *_rest) in state(ws)["notebooks"].items()}
+    assert parents == {a: None, b: a, c: b, own: None, BOOK: None}

@@ -174,8 +174,10 @@ class TurnRunner:
         return self._tg is not None
 
     async def _reaper(self) -> None:
+        # A runner that died shows by a missed beat; how soon is not tied to the stale window.
+        period = min(self.settings.stale_after / 2, self.settings.heartbeat * 2)
         while True:
-            await anyio.sleep(self.settings.stale_after / 2)
+            await anyio.sleep(period)
             try:
                 stamp = now_ms()
                 # Probing a lease costs a connection on PostgreSQL: only for runners whose

@@ -22,8 +22,14 @@ from typing import BinaryIO
 
 from noteloom.interop.bundle import Notices
 
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+
+def _flag(name: str) -> int:
+    # POSIX flags; Windows has none of them (nor FIFOs), and the module must still import there.
+    return int(getattr(os, name, 0))
+
+
+_FILE_FLAGS = os.O_RDONLY | _flag("O_NOFOLLOW") | _flag("O_NONBLOCK") | _flag("O_NOCTTY") | _flag("O_CLOEXEC")
+_DIR_FLAGS = os.O_RDONLY | _flag("O_NOFOLLOW") | _flag("O_DIRECTORY") | _flag("O_CLOEXEC")
 
 LINK_SKIP = "skipped symbolic links; an import reads only the files inside its folder"
 SPECIAL_SKIP = "skipped special files (FIFOs, devices, sockets); an import reads only regular files"
@@ -57,7 +63,7 @@ def open_inside(root: Path, rel: str) -> Opened:
     parts = [p for p in PurePosixPath(rel).parts if p not in ("", ".")]
     if not parts or ".." in parts:
         raise FileNotFoundError(errno.ENOENT, "not a path inside the folder", rel)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.open(root, os.O_RDONLY | _flag("O_DIRECTORY") | _flag("O_CLOEXEC"))
     try:
         for part in parts[:-1]:
             try:

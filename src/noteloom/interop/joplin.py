@@ -390,6 +390,7 @@ def _assemble(
                 updated_time=updated,
             )
         )
+    _break_loops(bundle.books, notices)
     by_note: dict[str, NoteItem] = {}
     for n in notes:
         where = name_of(n)
@@ -458,6 +459,28 @@ def _assemble(
             )
         )
     return bundle
+
+
+def _break_loops(books: list[BookItem], notices: Notices) -> None:
+    """A notebook whose parents lead back to itself (a damaged export: A in B, B in A)
+    becomes top-level, so the tree has roots and every path ends."""
+    parent_of = {b.id: b.parent_id for b in books}
+    by_id = {b.id: b for b in books}
+    settled: set[str] = set()
+    for b in books:
+        path: list[str] = []
+        on_path: set[str] = set()
+        current: str | None = b.id
+        while current is not None and current not in settled:
+            if current in on_path:
+                by_id[current].parent_id = None
+                parent_of[current] = None
+                notices.warn("made notebooks whose parents form a loop top-level", current[:8])
+                break
+            path.append(current)
+            on_path.add(current)
+            current = parent_of.get(current)
+        settled.update(path)
 
 
 _NOTE_PROPS = frozenset({

@@ -17,7 +17,6 @@ when an import starts and when the app opens a workspace.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -30,6 +29,11 @@ import sqlalchemy as sa
 
 from noteloom import db
 from noteloom.workspace import Workspace
+
+try:
+    import fcntl
+except ImportError:  # Windows: an open file cannot be deleted there, which guards it as well
+    fcntl = None  # type: ignore[assignment]
 
 PREFIX = ".import-"
 JOURNAL = "moves.json"
@@ -52,7 +56,8 @@ class Staging:
         data_dir.mkdir(parents=True, exist_ok=True)
         fd, lock_name = tempfile.mkstemp(prefix=PREFIX, suffix=".lock", dir=data_dir)
         self._lock: IO[bytes] | None = os.fdopen(fd, "r+b")
-        fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if fcntl is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.lock_path = Path(lock_name)
         self.path = self.lock_path.with_name(self.lock_path.name.removesuffix(".lock"))
         self.path.mkdir()
@@ -95,10 +100,11 @@ def clean_stale(ws: Workspace) -> int:
         with contextlib.ExitStack() as stack:
             try:
                 lock = stack.enter_context(open(lock_path, "r+b"))
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if fcntl is not None:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except FileNotFoundError:
                 pass  # the owner makes the lock first and removes it last: stale
-            except BlockingIOError:
+            except (BlockingIOError, PermissionError):
                 continue  # a running import owns it
             _undo_uncommitted_moves(ws, path / JOURNAL)
             shutil.rmtree(path, ignore_errors=True)
@@ -110,10 +116,12 @@ def clean_stale(ws: Workspace) -> int:
         if not lock_path.with_name(lock_path.name.removesuffix(".lock")).exists():
             with open(lock_path, "r+b") as lock:
                 try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if fcntl is not None:
+                        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     continue  # an import between creating its lock and its folder
-                lock_path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    lock_path.unlink()
     return removed
 
 
