@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -477,3 +478,21 @@ def test_joplin_notebooks_whose_parents_form_a_loop_become_top_level(ws: Workspa
     assert summary.messages == [f"made notebooks whose parents form a loop top-level: 2 ({a[:8]}, {own[:8]})"]
     parents = {book_id: parent for book_id, (parent, *_rest) in state(ws)["notebooks"].items()}
     assert parents == {a: None, b: a, c: b, own: None, BOOK: None}
+
+
+def test_a_lock_file_removed_before_it_was_locked_is_made_again(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tempfile.mkstemp
+    calls: list[str] = []
+
+    def mkstemp_then_cleaned(**kwargs: str) -> tuple[int, str]:
+        fd, name = real(**kwargs)
+        calls.append(name)
+        if len(calls) == 1:
+            assert clean_stale(ws) == 0  # an unheld lock without a folder: the clean-up removes it
+            assert not Path(name).exists()
+        return fd, name
+
+    monkeypatch.setattr("noteloom.interop.staging.tempfile.mkstemp", mkstemp_then_cleaned)
+    with Staging(ws.data_dir) as staging:
+        assert len(calls) == 2 and staging.lock_path == Path(calls[1]) and staging.lock_path.exists()
+        assert clean_stale(ws) == 0 and staging.path.is_dir()

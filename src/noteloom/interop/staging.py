@@ -54,10 +54,19 @@ class Staging:
 
     def __init__(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
-        fd, lock_name = tempfile.mkstemp(prefix=PREFIX, suffix=".lock", dir=data_dir)
-        self._lock: IO[bytes] | None = os.fdopen(fd, "r+b")
-        if fcntl is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        while True:
+            fd, lock_name = tempfile.mkstemp(prefix=PREFIX, suffix=".lock", dir=data_dir)
+            self._lock: IO[bytes] | None = os.fdopen(fd, "r+b")
+            if fcntl is not None:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # A clean-up may have removed the file between its creation and the lock (it
+            # was a lock nobody held): then the lock guards nothing, so start again.
+            try:
+                if os.stat(lock_name).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            self._lock.close()
         self.lock_path = Path(lock_name)
         self.path = self.lock_path.with_name(self.lock_path.name.removesuffix(".lock"))
         self.path.mkdir()
