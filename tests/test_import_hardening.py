@@ -193,7 +193,8 @@ def test_archive_links_devices_fifos_and_escaping_paths_are_skipped_and_reported
     assert note["title"] == "Inside"
 
 
-def test_a_sparse_archive_member_is_skipped_without_writing_its_holes(ws: Workspace, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", ["gnu", "posix"])  # GNU sparse headers, and PAX's GNU.sparse.* records
+def test_a_sparse_archive_member_is_skipped_without_writing_its_holes(ws: Workspace, tmp_path: Path, fmt: str) -> None:
     src = tmp_path / "src"
     (src / "resources").mkdir(parents=True)
     for info, data in _items():
@@ -203,7 +204,7 @@ def test_a_sparse_archive_member_is_skipped_without_writing_its_holes(ws: Worksp
         f.truncate(2 << 30)  # 2 GiB of holes, a few KB in the archive
         f.write(b"end")
     jex = tmp_path / "sparse.jex"
-    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(jex), "-C", str(src), "."], check=True,
+    subprocess.run(["tar", "--sparse", f"--format={fmt}", "-cf", str(jex), "-C", str(src), "."], check=True,
                    timeout=SAFETY)
     assert jex.stat().st_size < 1 << 20
     summary = import_path(ws, jex)
