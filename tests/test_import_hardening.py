@@ -26,7 +26,7 @@ from noteloom.config import load_settings
 from noteloom.errors import ConfigError, ImportExportError
 from noteloom.interop import ImportLimits, import_path
 from noteloom.interop.bundle import AttachmentItem, BookItem, NoteItem
-from noteloom.interop.joplin import folder_text, note_text, resource_text
+from noteloom.interop.joplin import folder_text, note_text, resource_text, serialize_item
 from noteloom.interop.limits import CHUNK, Budget
 from noteloom.interop.staging import CRASH_ENV, Staging, clean_stale
 from noteloom.workspace import Workspace
@@ -497,3 +497,28 @@ def test_a_lock_file_removed_before_it_was_locked_is_made_again(ws: Workspace, m
     with Staging(ws.data_dir) as staging:
         assert len(calls) == 2 and staging.lock_path == Path(calls[1]) and staging.lock_path.exists()
         assert clean_stale(ws) == 0 and staging.path.is_dir()
+
+
+def test_nul_characters_and_overlong_titles_are_fixed_and_reported(any_ws: Workspace, tmp_path: Path) -> None:
+    t = 1_700_000_000_000
+    tag = "e" * 32
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / f"{BOOK}.md").write_text(folder_text(BookItem(BOOK, "B" * 1500, None, t, t)), encoding="utf-8")
+    note = NoteItem(NOTE, BOOK, "nul\x00title", "body", t, t, source_url="https://x.test/\x00")
+    (raw / f"{NOTE}.md").write_text(note_text(note), encoding="utf-8")
+    (raw / f"{tag}.md").write_text(
+        serialize_item("t\x00ag", "", [("id", tag), ("created_time", t), ("updated_time", t), ("type_", 5)]),
+        encoding="utf-8",
+    )
+    link = serialize_item(None, "", [("id", "f" * 32), ("note_id", NOTE), ("tag_id", tag), ("type_", 6)])
+    (raw / f"{'f' * 32}.md").write_text(link, encoding="utf-8")
+    summary = import_path(any_ws, raw)
+    assert summary.messages == [
+        f"shortened notebook and tag titles to 1,000 characters: 1 ({BOOK[:8]})",
+        f"removed NUL characters from titles and other fields: 4 ({tag[:8]}, {NOTE[:8]}, {NOTE[:8]}, …)",
+    ]
+    st = state(any_ws)
+    assert st["notebooks"][BOOK][1] == "B" * 1000
+    (n,) = st["notes"].values()
+    assert (n["title"], n["source_url"], n["tags"]) == ("nultitle", "https://x.test/", ["tag"])

@@ -70,6 +70,7 @@ def write_bundle(
     for a in bundle.attachments:
         if not a.staged:
             raise ValueError(f"attachment {a.id!r} is not in the staging folder")
+    _fit_fields(bundle)
     crash_point("staged")
     moved: list[Path] = []
     made: list[Path] = []
@@ -135,6 +136,45 @@ def write_bundle(
         messages=notices.messages(),
         skipped_items=[{"item": item, "reason": reason} for item, reason in notices.skips],
     )
+
+
+#: What the workspace allows a notebook or tag title (``workspace.model._clean_title``).
+MAX_TITLE = 1000
+
+
+def _fit_fields(bundle: Bundle) -> None:
+    """Short fields as the workspace's own rules want them: no NUL (PostgreSQL refuses it
+    in text; the readers already took it out of bodies) and notebook and tag titles of at
+    most ``MAX_TITLE`` characters. The bulk writer skips the domain's checks, so the
+    import applies them, fixing the value and saying so rather than losing the item."""
+    notices = bundle.notices
+
+    def clean(value: str, where: str) -> str:
+        if "\x00" in value:
+            notices.warn("removed NUL characters from titles and other fields", where)
+            value = value.replace("\x00", "")
+        return value
+
+    def title(value: str, where: str) -> str:
+        value = clean(value, where)
+        if len(value) > MAX_TITLE:
+            notices.warn(f"shortened notebook and tag titles to {MAX_TITLE:,} characters", where)
+            value = value[:MAX_TITLE].rstrip()
+        return value
+
+    for b in bundle.books:
+        b.title = title(b.title, b.id[:8]) or "Untitled"
+    for t in bundle.tags:
+        t.title = title(t.title, t.id[:8]) or t.id[:8]
+    for n in bundle.notes:
+        n.title = clean(n.title, n.id[:8])
+        n.source_url = clean(n.source_url, n.id[:8])
+        if any(len(tag) > MAX_TITLE or "\x00" in tag for tag in n.tags):
+            n.tags = list(dict.fromkeys(t for t in (title(tag, n.id[:8]) for tag in n.tags) if t))
+    for a in bundle.attachments:
+        a.title = clean(a.title, a.id[:8])
+        a.filename = clean(a.filename, a.id[:8]) or "file"
+        a.mime = clean(a.mime, a.id[:8]) or "application/octet-stream"
 
 
 def _check_target(conn: Connection, target: str) -> None:
