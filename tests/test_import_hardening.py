@@ -522,3 +522,20 @@ def test_nul_characters_and_overlong_titles_are_fixed_and_reported(any_ws: Works
     assert st["notebooks"][BOOK][1] == "B" * 1000
     (n,) = st["notes"].values()
     assert (n["title"], n["source_url"], n["tags"]) == ("nultitle", "https://x.test/", ["tag"])
+
+
+def test_an_archive_with_a_huge_extended_header_stops_before_reading_it(ws: Workspace, tmp_path: Path) -> None:
+    bomb = tmp_path / "header.jex"
+    with tarfile.open(bomb, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in _items():
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo(f"{'9' * 32}.md")
+        info.pax_headers = {"comment": "x" * (64 << 20)}  # 64 MiB read whole by tarfile itself
+        tar.addfile(info, io.BytesIO(b""))
+    assert bomb.stat().st_size < 1 << 20
+    before_files = files(ws)
+    with pytest.raises(ImportExportError) as err:
+        import_path(ws, bomb)
+    assert "-byte tar header at byte" in str(err.value) and "not a Joplin export" in str(err.value)
+    assert state(ws)["notes"] == {} and files(ws) == before_files

@@ -244,6 +244,25 @@ def read_jex(
     return bundle
 
 
+#: Extended headers (PAX records, GNU long names) tarfile reads whole into memory.
+_HEADER_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE, b"X")
+MAX_HEADER_BYTES = 1 << 20
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A member header that refuses an extended header over ``MAX_HEADER_BYTES``: tarfile
+    reads one whole before the member it describes exists, so no cap on members could
+    stop a 1 GiB PAX record. ``_proc_member`` is tarfile's documented hook for subclasses."""
+
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _HEADER_TYPES and self.size > MAX_HEADER_BYTES:
+            raise ImportExportError(
+                f"the archive has a {self.size:,}-byte tar header at byte {self.offset:,}; Joplin "
+                "writes none over a few hundred bytes, so it is not a Joplin export (or it is damaged)"
+            )
+        return super()._proc_member(tar)  # type: ignore[misc,no-any-return]
+
+
 _MEMBER_SKIP = "skipped archive members that are links or special files; an import reads only regular files"
 _SPARSE_SKIP = "skipped sparse archive members (Joplin never writes them)"
 _PATH_SKIP = "skipped archive members whose path is absolute or leads outside the archive"
@@ -261,7 +280,7 @@ def _jex_entries(
     """(name, bytes) of each item of the archive; resources go to ``staging`` on the way."""
     size = max(1, archive.stat().st_size)
     try:
-        with tarfile.open(archive, "r:*") as tar:
+        with tarfile.open(archive, "r:*", tarinfo=_BoundedTarInfo) as tar:
             for member in tar:
                 # TarFile keeps every member it has read (for getmembers()): a list of
                 # TarInfo as long as the archive. Iterating reads on without it.
