@@ -4,6 +4,7 @@ approved after a restart goes on where it stopped, numbered on from its last eve
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import queue
@@ -66,6 +67,12 @@ class Served:
         self.proc.wait(TIMEOUT)
 
 
+def _die_with_parent() -> None:
+    """In the child: a test run that is killed takes its servers along (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 @contextmanager
 def serve(home: Path, *args: str, database_url: str | None = None) -> Iterator[Served]:
     """``noteloom serve --port 0 ARGS`` on ``home``, in a session of its own (so a kill
@@ -77,6 +84,7 @@ def serve(home: Path, *args: str, database_url: str | None = None) -> Iterator[S
     proc = subprocess.Popen(
         [sys.executable, "-m", "noteloom", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
