@@ -539,3 +539,20 @@ def test_an_archive_with_a_huge_extended_header_stops_before_reading_it(ws: Work
         import_path(ws, bomb)
     assert "-byte tar header at byte" in str(err.value) and "not a Joplin export" in str(err.value)
     assert state(ws)["notes"] == {} and files(ws) == before_files
+
+
+def test_an_xz_archive_is_refused_before_any_decompression(ws: Workspace, tmp_path: Path) -> None:
+    archive = tmp_path / "notes.jex"
+    with tarfile.open(archive, "w:xz") as tar:
+        for info, data in _items():
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ImportExportError) as err:
+        import_path(ws, archive)
+    assert str(err.value) == "'notes.jex' is xz-compressed; decompress it (xz -d) or export it again from Joplin"
+    gz = tmp_path / "notes.jex.gz"
+    with tarfile.open(gz, "w:gz") as tar:
+        for info, data in _items():
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert import_path(ws, gz).notes == 1  # gzip (and bzip2) stay welcome

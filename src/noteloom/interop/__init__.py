@@ -27,7 +27,6 @@ Decisions a user can rely on:
 
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 from typing import Literal
 
@@ -75,7 +74,7 @@ def detect_format(path: Path) -> SourceFormat:
         )
     if path.is_file():
         try:
-            is_tar = tarfile.is_tarfile(path)
+            is_tar = joplin.is_archive(path)
         except OSError as exc:
             raise ImportExportError(f"{shown} cannot be read: {exc.strerror or exc}") from exc
         if not is_tar:

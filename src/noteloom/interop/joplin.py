@@ -280,7 +280,7 @@ def _jex_entries(
     """(name, bytes) of each item of the archive; resources go to ``staging`` on the way."""
     size = max(1, archive.stat().st_size)
     try:
-        with tarfile.open(archive, "r:*", tarinfo=_BoundedTarInfo) as tar:
+        with tarfile.open(archive, _tar_mode(archive), tarinfo=_BoundedTarInfo) as tar:
             for member in tar:
                 # TarFile keeps every member it has read (for getmembers()): a list of
                 # TarInfo as long as the archive. Iterating reads on without it.
@@ -331,6 +331,31 @@ def _jex_entries(
             f"{archive.name!r} is corrupt or truncated ({detail}); export it again from Joplin"
         ) from exc
     progress("reading", size, size)
+
+
+def is_archive(path: Path) -> bool:
+    """True when ``path`` is a tar archive an import reads (see ``_tar_mode``)."""
+    try:
+        with tarfile.open(path, _tar_mode(path), tarinfo=_BoundedTarInfo):
+            return True
+    except (tarfile.TarError, EOFError):
+        return False
+
+
+def _tar_mode(archive: Path) -> str:
+    """A plain, gzip'd or bzip2'd tar; not xz, whose header may ask the decompressor for
+    gigabytes of memory (tarfile sets no limit). Joplin itself writes plain tar."""
+    with open(archive, "rb") as f:
+        magic = f.read(6)
+    if magic.startswith(b"\x1f\x8b"):
+        return "r:gz"
+    if magic.startswith(b"BZh"):
+        return "r:bz2"
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        raise ImportExportError(
+            f"{archive.name!r} is xz-compressed; decompress it (xz -d) or export it again from Joplin"
+        )
+    return "r:"
 
 
 def _ascii_name(name: str) -> str:
