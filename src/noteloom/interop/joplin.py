@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from noteloom.db import new_id, now_ms
 from noteloom.errors import ImportExportError
@@ -342,7 +343,7 @@ def is_archive(path: Path) -> bool:
         return False
 
 
-def _tar_mode(archive: Path) -> str:
+def _tar_mode(archive: Path) -> Literal["r:", "r:gz", "r:bz2"]:
     """A plain, gzip'd or bzip2'd tar; not xz, whose header may ask the decompressor for
     gigabytes of memory (tarfile sets no limit). Joplin itself writes plain tar."""
     with open(archive, "rb") as f:
