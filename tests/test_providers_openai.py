@@ -284,3 +284,18 @@ async def test_a_local_server_is_sent_a_placeholder_key_never_the_vendor_key() -
     await collect(local(replay).stream(ModelRequest("m", HELLO)))
     assert replay.requests[0].headers["authorization"] == "Bearer no-key"
 
+
+
+async def test_a_lone_surrogate_escape_in_the_stream_arrives_as_a_replacement_character() -> None:
+    # "\ud800" is valid JSON that decodes to text no database or answer can encode.
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "local",
+             "choices": [{"index": 0, "delta": {"content": "bad \ud800 text", "reasoning_content": "hm \udfff"},
+                          "finish_reason": None}]}
+    body = ("data: " + json.dumps(chunk) + "\n\n" + 'data: {"id":"c1","object":"chat.completion.chunk",'
+            '"created":1,"model":"local","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            "data: [DONE]\n\n").encode()
+    assert b"\\ud800" in body
+    events = await collect(local(Replay(body)).stream(ModelRequest("m", HELLO)))
+    assert text(events) == "bad \ufffd text"
+    assert thinking(events) == "hm \ufffd"
+    text(events).encode()  # storable

@@ -123,6 +123,18 @@ def encodable(text: str) -> str:
     return text if surrogate_in(text) is None else _SURROGATE.sub("\ufffd", text)
 
 
+def encodable_values(value: Any) -> Any:
+    """``value`` (decoded JSON) with every string made :func:`encodable`: for text from
+    outside that must be stored (a model's stream), where refusing is not an option."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {encodable(k) if isinstance(k, str) else k: encodable_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [encodable_values(v) for v in value]
+    return value
+
+
 def _finite(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None

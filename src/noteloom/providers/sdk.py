@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from noteloom.errors import ConfigError
+from noteloom.jsonvalues import encodable_values
 from noteloom.messages import StreamEvent, Usage
 from noteloom.providers.base import (
     ProviderConfig,
@@ -125,6 +126,9 @@ class SdkProvider:
         async with aclosing(items):
             async for item in items:
                 data = item.to_dict(warnings=False) if hasattr(item, "to_dict") else item
+                # A "\\ud800" escape decodes to a lone surrogate, which no database or answer
+                # can encode: the turn could then never be stored. Such text becomes U+FFFD here.
+                data = encodable_values(data)
                 for event in assembler.feed(data):
                     yield event
         for event in assembler.finish(self.label):
