@@ -103,6 +103,9 @@ def test_the_domain_refuses_times_outside_1970_to_9999_naming_the_field(any_ws: 
             any_ws.create_note("x", is_todo=True, todo_due=bad)
         with pytest.raises(InvalidInput, match=r"^todo_completed must be a time"):
             any_ws.update_note(note.id, todo_completed=bad)
+        for field in ("created_time", "updated_time"):
+            with pytest.raises(InvalidInput, match=rf"^{field} must be a time"):
+                any_ws.create_note("x", **{field: bad})
     assert note_count(any_ws) == 1 and any_ws.get_note(note.id).todo_completed is None
 
 

@@ -71,7 +71,7 @@ class Notes(Notebooks):
             )
             if c.execute(sa.select(db.notes.c.id).where(db.notes.c.id == nid)).first():
                 raise Conflict(f"a note with id {nid!r} exists already")
-            created = created_time or t
+            created = _check_time(created_time, "created_time") or t
             row = {
                 "id": nid,
                 "notebook_id": book,
@@ -82,7 +82,7 @@ class Notes(Notebooks):
                 "todo_completed": _check_time(todo_completed, "todo_completed"),
                 "source_url": source_url or "",
                 "created_time": created,
-                "updated_time": updated_time or created,
+                "updated_time": _check_time(updated_time, "updated_time") or created,
             }
             c.execute(db.notes.insert(), row)
             record_change(c, [nid], "create")
