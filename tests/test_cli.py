@@ -119,12 +119,12 @@ def test_noteloom_serve_prints_the_url_and_token_and_serves(tmp_path: Path) -> N
     )
     try:
         url = _wait_for_url(proc)
-        assert f":{port}/?token=" in url
+        assert f":{port}/#token=" in url
         token = url.split("token=", 1)[1]
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while True:
             try:
-                r = httpx2.get(url, timeout=2)
+                r = httpx2.get(url, timeout=30)
                 break
             except httpx2.TransportError:
                 if time.monotonic() > deadline:
@@ -132,12 +132,12 @@ def test_noteloom_serve_prints_the_url_and_token_and_serves(tmp_path: Path) -> N
                 time.sleep(0.1)
         assert r.status_code == 200 and "noteloom" in r.text
         # the page is a data-free shell; what it shows needs the token (or a session made from it)
-        assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", timeout=2).status_code == 401
+        assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", timeout=30).status_code == 401
         notes = httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", headers={"Authorization": f"Bearer {token}"})
         assert notes.status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=15)
+        proc.wait(timeout=60)
 
 
 @pytest.mark.slow
@@ -154,10 +154,10 @@ def test_make_serve_starts_noteloom(tmp_path: Path) -> None:
     )
     try:
         url = _wait_for_url(proc, timeout=240)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while True:
             try:
-                assert httpx2.get(url, timeout=2).status_code == 200
+                assert httpx2.get(url, timeout=30).status_code == 200
                 break
             except httpx2.TransportError:
                 if time.monotonic() > deadline:
@@ -167,10 +167,10 @@ def test_make_serve_starts_noteloom(tmp_path: Path) -> None:
         assert (created / "noteloom.db").is_file() and created.stat().st_mode & 0o777 == 0o700
     finally:
         os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=15)
+        proc.wait(timeout=60)
 
 
-def _wait_for_url(proc: subprocess.Popen[str], timeout: float = 30) -> str:
+def _wait_for_url(proc: subprocess.Popen[str], timeout: float = 120) -> str:
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     seen = []
@@ -209,10 +209,10 @@ def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path
         url = _wait_for_url(proc)
         token = url.split("token=", 1)[1]
         auth = {"Authorization": f"Bearer {token}"}
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while True:
             try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=30).status_code == 200:
                     break
             except httpx2.TransportError:
                 pass
@@ -223,7 +223,7 @@ def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path
         # Writes in one process are seen by the others (one workspace, several processes).
         for i in range(20):
             r = httpx2.post(f"http://127.0.0.1:{port}/api/v1/notes", json={"title": f"n{i}", "body": "x"},
-                            headers=auth, timeout=5)
+                            headers=auth, timeout=30)
             assert r.status_code in (200, 201), r.text
         listed = {n["title"] for n in _all_notes(port, auth)}
         assert {f"n{i}" for i in range(20)} <= listed
@@ -231,7 +231,7 @@ def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path
         workers = [pid for pid in children if "spawn_main" in _cmdline(pid)]
         assert len(workers) == 2, [_cmdline(pid) for pid in children]
         os.kill(workers[0], signal.SIGKILL)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while True:
             now = [pid for pid in _children(proc.pid) if "spawn_main" in _cmdline(pid) and _alive(pid)]
             if len(now) == 2 and workers[0] not in now:
@@ -240,10 +240,10 @@ def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path
             time.sleep(0.1)
         children = list({*children, *now})
         for _ in range(10):  # fresh connections reach both sockets, the new worker's too
-            assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", headers=auth, timeout=10).status_code == 200
+            assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", headers=auth, timeout=30).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+        proc.wait(timeout=60)
     # The workers are joined before the parent exits; helpers such as multiprocessing's
     # resource tracker notice the parent is gone a moment later. None may outlive that.
     deadline = time.monotonic() + 10
@@ -280,7 +280,7 @@ def _alive(pid: int) -> bool:
 
 
 def _all_notes(port: int, auth: dict[str, str]) -> list[dict[str, object]]:
-    r = httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", params={"limit": 100}, headers=auth, timeout=5)
+    r = httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", params={"limit": 100}, headers=auth, timeout=30)
     assert r.status_code == 200, r.text
     body = r.json()
     return list(body["notes"] if isinstance(body, dict) else body)

@@ -59,7 +59,9 @@ def register(app: typer.Typer) -> None:
             shown = "localhost" if settings.host in ("127.0.0.1", "::1", "localhost") else settings.host
             base = f"http://{shown}:{bound_port}"
             typer.echo(f"noteloom is serving the workspace in {a.settings.data_dir}")
-            typer.echo(f"  web:   {base}/?token={token}")
+            # After "#", so the token never reaches the server, its access log or a proxy: the
+            # page's script reads it, trades it for a session and clears the address bar.
+            typer.echo(f"  web:   {base}/#token={token}")
             typer.echo(f"  mcp:   {base}/mcp")
             typer.echo(f"  token: {token}")
             if workers == 1:
