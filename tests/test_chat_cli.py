@@ -51,7 +51,7 @@ def test_pending_lists_the_waiting_calls_and_approve_finishes_the_turn(parked: t
     runner = CliRunner()
     listed = runner.invoke(cli, ["chat", "--pending"])
     assert listed.exit_code == 0, listed.output
-    assert message_id in listed.stdout and f"Move note “Old” ({note_id}) to the trash." in listed.stdout
+    assert message_id in listed.stdout and "Move 'Old' (Notes) to the trash." in listed.stdout
 
     done = runner.invoke(cli, ["chat", "--approve", message_id[:8]])
     assert done.exit_code == 0, done.output

@@ -141,7 +141,8 @@ def test_in_a_terminal_the_user_answers_y_or_n(invoke: Invoke, tmp_path: Path, m
     model = script(tmp_path, [{"tool_calls": [{"name": "forget_all"}]}, {"text": "ok"}])
     code, _, err = invoke("ask", "forget it all", "-m", model, input=answer)
     assert code == 0 and Recorder.calls == ran
-    assert "Allow forget_all (removes or replaces content)? [y/N]" in err
+    prompt = next(line for line in err.splitlines() if "[y/N]" in line)
+    assert prompt.startswith("  forget_all") and "Allow? [y/N]" in prompt
 
 
 def test_a_provider_failure_exits_non_zero_with_the_friendly_message_and_code(invoke: Invoke, tmp_path: Path) -> None:

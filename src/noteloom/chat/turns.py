@@ -121,8 +121,36 @@ class _Outcome:
     content: str | None = None
 
 
+#: What separates the text of two model calls of one turn, in the final text and as it streams.
+STEP_BREAK = "\n\n"
+
+
 def visible_text(messages: Sequence[Message]) -> str:
-    return "\n\n".join(m.text for m in messages if m.role == "assistant" and m.text)
+    return STEP_BREAK.join(m.text for m in messages if m.role == "assistant" and m.text)
+
+
+class StepJoiner:
+    """Joins streamed text the way ``visible_text`` joins the final one: the first text of
+    a model call after an earlier call wrote text is preceded by ``STEP_BREAK``.
+
+    Feed it every agent event in order; ``text`` gives what to show for a text delta.
+    """
+
+    def __init__(self) -> None:
+        self._wrote = False  # some earlier model call of this run wrote text
+        self._step_wrote = False  # the current model call did
+
+    def boundary(self) -> None:
+        """An activity event: the current model call is over (a tool runs, or another call starts)."""
+        self._wrote = self._wrote or self._step_wrote
+        self._step_wrote = False
+
+    def text(self, delta: str) -> str:
+        if not delta:
+            return delta
+        head = STEP_BREAK if self._wrote and not self._step_wrote else ""
+        self._step_wrote = True
+        return head + delta
 
 
 class TurnRunner:
@@ -372,12 +400,14 @@ class TurnRunner:
         tools = turn_tools(prep.focused, prep.enabled, controls, propose)
         names = [t.name for t in tools]
         untrusted = prep.focused is not None and prep.focused.untrusted
+        # One nonce per turn: the note's fence and the contract the agent adds name the same marker.
+        nonce = secrets.token_hex(8)
         system = system_prompt(
             voice_text=voice(controls.instructions, prep.global_voice),
             now=datetime.now().astimezone(),
             note=prep.focused,
             tool_names=names,
-            nonce=secrets.token_hex(8),
+            nonce=nonce,
         )
         history = cap_history(
             [*history_before(prep.rows, prep.user_message.position), Message.user(prep.user_message.content),
@@ -395,6 +425,7 @@ class TurnRunner:
             describe=describe_call,
             # A clipped note in the prompt needs the contract from the first call on.
             untrusted=True if untrusted else None,
+            nonce=nonce,
         )
         by_name = {t.name: t for t in tools}
         sink = _Sink(
@@ -535,6 +566,7 @@ class _Sink:
     ) -> None:
         self.live = live
         self.writing = False
+        self.steps = StepJoiner()
         #: Calls shown by an earlier run of the turn: not shown again.
         self.announced = announced or set()
         self.describe = describe
@@ -547,13 +579,14 @@ class _Sink:
             if not self.writing:
                 self.writing = True
                 live.emit("activity", {"label": "Writing…"})
-            live.emit("text", {"text": event.text})
+            live.emit("text", {"text": self.steps.text(event.text)})
         elif isinstance(event, ThinkingDelta):
             if live.activity != "Thinking…":
                 live.emit("activity", {"label": "Thinking…"})
             live.emit("thinking", {"text": event.text})
         elif isinstance(event, ActivityEvent):
             self.writing = False
+            self.steps.boundary()
             live.emit("activity", {"label": event.label})
         elif isinstance(event, ToolCallEvent):
             if event.call_id in self.announced:

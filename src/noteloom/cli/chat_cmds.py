@@ -30,9 +30,11 @@ from noteloom.agent import (
     UsageEvent,
     run,
 )
+from noteloom.agent.framing import fence
 from noteloom.app import App
+from noteloom.chat.turns import StepJoiner, visible_text
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
-from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage
+from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.providers import THINKING_LEVELS, Provider, ProviderRegistry, ThinkingLevel
 from noteloom.providers.registry import NO_MODEL_HELP
 from noteloom.tools import ToolContext, ToolDef
@@ -59,20 +61,37 @@ def stdin_is_tty() -> bool:
 
 
 def ask(
-    question: str = typer.Argument(..., help="What to ask."),
+    question: str | None = typer.Argument(None, help="What to ask (default: the text piped to stdin)."),
     model: str | None = MODEL_OPTION,
     note: str | None = typer.Option(None, "--note", help="Give the model this note (by id) as context."),
     yes: bool = YES_OPTION,
     thinking: str | None = THINKING_OPTION,
     home: Path | None = HOME_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print the answer, usage, cost and tool calls as one JSON object."),
 ) -> None:
-    """Ask the model one question; it may use the workspace tools. Streams the answer."""
+    """Ask the model one question; it may use the workspace tools. Streams the answer.
+
+    Text piped to stdin goes with the question as an attached, fenced context
+    (`cat notes.md | noteloom ask "summarise"`); with no question, it is the question.
+    """
     level = _thinking(thinking)
+    piped = None if stdin_is_tty() else _read_stdin()
+    if question is None or not question.strip():
+        if not piped or not piped.strip():
+            fail('give a question (`noteloom ask "…"`) or pipe one to stdin')
+        question, piped = piped, None
     with opened(home) as app:
         session = _session(app, model, yes, level)
-        message = Message.user(_with_note(app, question, note) if note else question)
-        result = anyio.run(session.ask, [message])
-        session.print_totals()
+        session.as_json = as_json
+        text = _with_note(app, question, note, session.nonce) if note else question
+        if piped:
+            text = _with_stdin(text, piped, session.nonce)
+            session.untrusted = True
+        result = anyio.run(session.ask, [Message.user(text)])
+        if as_json:
+            session.print_json(result)
+        else:
+            session.print_totals()
         _exit_for(result)
 
 
@@ -84,9 +103,14 @@ def chat(
     pending: bool = typer.Option(False, "--pending", help="List the tool calls web conversations wait on."),
     approve: str | None = typer.Option(None, "--approve", metavar="MESSAGE_ID", help="Approve one and finish its turn here."),
     decline: str | None = typer.Option(None, "--decline", metavar="MESSAGE_ID", help="Decline one and finish its turn here."),
+    latest: bool = typer.Option(False, "--continue", "-c", help="Continue the conversation active most recently."),
+    conversation: str | None = typer.Option(None, "--conversation", metavar="ID",
+                                            help="Continue this conversation (its id, or a unique prefix)."),
 ) -> None:
     """A conversation in the terminal: one message per line, until end of input (Ctrl-D).
 
+    It is stored like a web chat (it shows in the web chat's list); /clear, /model ID,
+    /system TEXT and /cost act on it instead of reaching the model.
     With --pending, --approve or --decline: decide on a web conversation's held tool call instead.
     """
     if pending or approve or decline:
@@ -94,12 +118,18 @@ def chat(
 
         confirm_from_terminal(home, pending=pending, approve=approve, decline=decline)
         return
+    from noteloom.cli.conversation import read_stdin_line, run_conversation
+
     level = _thinking(thinking)
+    controls: dict[str, object] = {}
+    if model:
+        controls["model"] = model
+    if level:
+        controls["thinking_level"] = level
     with opened(home) as app:
-        session = _session(app, model, yes, level)
-        # One event loop for the whole conversation: the provider's connections belong to it.
-        anyio.run(session.converse, stdin_is_tty())
-        session.print_totals()
+        run_conversation(app, controls=controls, conversation_ref=conversation, latest=latest,
+                         decide=lambda description: decide_call(description, yes), interactive=stdin_is_tty(),
+                         read_line=read_stdin_line)
 
 
 def models(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None:
@@ -142,7 +172,16 @@ class _Session:
     thinking: ThinkingLevel | None
     usage: Usage = field(default_factory=Usage)
     cost: Decimal | None = Decimal(0)
+    #: ``ask --json``: nothing streams; one JSON object is printed at the end.
+    as_json: bool = False
+    #: One fence nonce for the session: the text it fences and the contract name the same marker.
+    nonce: str = field(default_factory=lambda: secrets.token_hex(8))
+    #: The first message carries fenced text (piped stdin, a clipped note).
+    untrusted: bool = False
+    tool_calls: list[dict[str, object]] = field(default_factory=list)
     _line_open: bool = False
+    _ended_early: bool = False
+    _steps: StepJoiner = field(default_factory=StepJoiner)
 
     @property
     def address(self) -> str:
@@ -187,7 +226,8 @@ class _Session:
         appended: list[Message] = []
         decisions: dict[str, Decision] = {}
         while True:
-            options = RunOptions(thinking=self.thinking, decisions=decisions)
+            options = RunOptions(thinking=self.thinking, decisions=decisions, nonce=self.nonce,
+                                 untrusted=True if self.untrusted else None)
             result = await run(self.provider, self.model, system, transcript, self.tools, self.context, options,
                                on_event=self.show)
             self._add(result)
@@ -200,14 +240,7 @@ class _Session:
             decisions = {result.pending.call_id: decision}
 
     def _decide(self, description: str) -> Decision:
-        if self.approve_all:
-            self._err(f"  approved (--yes): {description}")
-            return "approve"
-        if not stdin_is_tty():
-            self._err(f"  declined: {description} (no terminal to ask; pass --yes to approve such calls)")
-            return "decline"
-        answer = typer.prompt(f"  Allow {description}? [y/N]", default="", show_default=False, err=True)
-        return "approve" if answer.strip().lower() in ("y", "yes") else "decline"
+        return decide_call(description, self.approve_all)
 
     def _add(self, result: RunResult) -> None:
         self.usage = self.usage + result.usage
@@ -217,10 +250,28 @@ class _Session:
             self.cost += result.cost
 
     async def show(self, event: RunEvent) -> None:
+        if isinstance(event, ActivityEvent):
+            self._steps.boundary()
+        if isinstance(event, ToolCallEvent):
+            self.tool_calls.append({"call_id": event.call_id, "name": event.name, "arguments": event.arguments,
+                                    "result": None, "is_error": None})
+        elif isinstance(event, ToolResultEvent):
+            for call in self.tool_calls:
+                if call["call_id"] == event.call_id:
+                    call.update(result=event.content, is_error=event.is_error)
+        if self.as_json:
+            return
         if isinstance(event, TextDelta):
-            sys.stdout.write(event.text)
+            # Steps joined as the final text joins them (a blank line between model calls).
+            text = self._steps.text(event.text)
+            if self._ended_early and text.startswith("\n"):
+                text = text[1:]  # the line was ended already, when a tool call was shown
+            if text:
+                self._ended_early = False
+            sys.stdout.write(text)
             sys.stdout.flush()
-            self._line_open = not event.text.endswith("\n")
+            if text:
+                self._line_open = not text.endswith("\n")
         elif isinstance(event, ThinkingDelta | ActivityEvent | UsageEvent | PendingEvent):
             return
         elif isinstance(event, ToolCallEvent):
@@ -242,6 +293,18 @@ class _Session:
             elif event.reason == "cancelled":
                 self._err("stopped")
 
+    def print_json(self, result: RunResult) -> None:
+        error = {"code": result.error.code, "message": str(result.error)} if result.error is not None else None
+        print_json({
+            "answer": visible_text(result.messages),
+            "model": self.address,
+            "stop_reason": result.stop_reason,
+            "usage": usage_to_dict(self.usage),
+            "cost_usd": None if self.cost is None else str(self.cost),
+            "tool_calls": [{k: v for k, v in c.items() if k != "call_id"} for c in self.tool_calls],
+            "error": error,
+        })
+
     def print_totals(self) -> None:
         u = self.usage
         cached = f" ({u.cache_read_tokens} cached)" if u.cache_read_tokens else ""
@@ -253,10 +316,24 @@ class _Session:
             sys.stdout.write("\n")
             sys.stdout.flush()
             self._line_open = False
+            self._ended_early = True
 
     @staticmethod
     def _err(text: str) -> None:
         typer.echo(text, err=True)
+
+
+def decide_call(description: str, approve_all: bool) -> Decision:
+    """The terminal's answer to a held call: --yes approves, a person answers y/N, and
+    without a terminal to ask the call is declined."""
+    if approve_all:
+        typer.echo(f"  approved (--yes): {description}", err=True)
+        return "approve"
+    if not stdin_is_tty():
+        typer.echo(f"  declined: {description} (no terminal to ask; pass --yes to approve such calls)", err=True)
+        return "decline"
+    answer = typer.prompt(f"  {description} Allow? [y/N]", default="", show_default=False, err=True)
+    return "approve" if answer.strip().lower() in ("y", "yes") else "decline"
 
 
 def _session(app: App, model: str | None, yes: bool, thinking: ThinkingLevel | None) -> _Session:
@@ -275,14 +352,33 @@ def _thinking(value: str | None) -> ThinkingLevel | None:
     return value
 
 
-def _with_note(app: App, question: str, note_id: str) -> str:
+def _with_note(app: App, question: str, note_id: str, nonce: str) -> str:
     note = app.workspace.get_note(note_id)
     body = note.body
     if note.source_url:
         # Clipped from the web: fenced like any other text the user did not write.
-        nonce = secrets.token_hex(8)
-        body = f"<<UNTRUSTED_{nonce}>>\n{body}\n<</UNTRUSTED_{nonce}>>"
+        body = fence(body, nonce)
     return f"{question}\n\n---\nThe note I have open, {note.title!r} (id {note.id}):\n\n{body}"
+
+
+#: Piped stdin larger than this is refused (the model would not read it whole anyway).
+STDIN_MAX = 1_000_000
+
+
+def _read_stdin() -> str:
+    """All of stdin, as text (invalid UTF-8 replaced, not fatal)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    data = stream.read(STDIN_MAX * 4 + 1) if stream is not None else sys.stdin.read().encode("utf-8", "replace")
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > STDIN_MAX:
+        fail(f"the text piped to stdin is over {STDIN_MAX} characters; pipe a smaller part of it")
+    return text
+
+
+def _with_stdin(question: str, piped: str, nonce: str) -> str:
+    """The question with the piped text attached after it, fenced as material (it may be a web
+    page or a log as easily as the user's own notes): instructions inside it are not orders."""
+    return f"{question}\n\n---\nThe text piped to me on standard input:\n\n{fence(piped.rstrip(), nonce)}"
 
 
 def _exit_for(result: RunResult) -> None:

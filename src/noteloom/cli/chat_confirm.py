@@ -74,7 +74,7 @@ async def _decide(app: App, owner: User, ref: str, decision: Literal["approve", 
                 typer.echo(f"waiting for approval again: {description}\n"
                            f"run `noteloom chat --approve {message_id[:8]}` (or --decline)", err=True)
                 return 0
-            answer = typer.prompt(f"  Allow {description}? [y/N]", default="", show_default=False, err=True)
+            answer = typer.prompt(f"  {description} Allow? [y/N]", default="", show_default=False, err=True)
             decision = "approve" if answer.strip().lower() in ("y", "yes") else "decline"
     sys.stdout.write("\n")
     usage, cost = view["usage"] or {}, view["cost_usd"]
