@@ -43,7 +43,7 @@ async def test_a_turn_streams_stores_every_event_in_order_and_completes(any_app:
     kinds = [e.kind for e in events]
     assert kinds[0] == "status" and kinds[-1] == "done"
     assert "".join(e.data["text"] for e in events if e.kind == "text") == "Hello there"
-    assert {"Waiting for model…", "Writing…"} <= {e.data["label"] for e in events if e.kind == "activity"}
+    assert {"Waiting for script…", "Writing…"} <= {e.data["label"] for e in events if e.kind == "activity"}
     assert view["status"] == "complete" and view["content"] == "Hello there"
     assert view["usage"]["input_tokens"] == 40 and view["cost_usd"] == "0"
     conv = await chat.conversation(owner, sent.conversation_id)

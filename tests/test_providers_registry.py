@@ -104,11 +104,12 @@ def test_a_local_server_never_receives_the_vendor_key(tmp_path: Path) -> None:
     assert isinstance(provider, OpenAICompatProvider) and provider.api_key is None and provider.local
 
 
-def test_a_remote_host_marked_private_costs_nothing(tmp_path: Path) -> None:
+def test_a_remote_host_marked_private_is_private_but_not_free(tmp_path: Path) -> None:
     toml = ('[providers.rented]\ntype = "openai"\nbase_url = "https://gpu.example.invalid/v1"\n'
             'api_key = "k"\nprivate = true\n')
     provider, _ = registry(tmp_path, toml=toml).resolve("rented:big-model")
-    assert provider.local and provider.cost("big-model", Usage(1000, 1000)) == Decimal(0)
+    # Privacy is not price: nobody knows this host's price, so the cost is unknown (test_pricing.py).
+    assert provider.local and provider.cost("big-model", Usage(1000, 1000)) is None
 
 
 def test_with_nothing_configured_the_error_points_newcomers_to_echo(tmp_path: Path) -> None:
@@ -262,7 +263,7 @@ def test_scripted_rejects_a_missing_malformed_huge_or_special_file_with_the_path
 
 def test_prices_local_is_free_unknown_is_none_and_written_prices_win() -> None:
     usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cache_read_tokens=500_000)
-    assert price_of(usage, "anything", local=True) == Decimal(0)
+    assert price_of(usage, "anything", free=True) == Decimal(0)
     assert price_of(usage, "qwen3:14b", api_url="http://gpu-box.example.invalid/v1") is None
     known = price_of(usage, "claude-sonnet-4-6", vendor="anthropic")
     assert known is not None and known > 0

@@ -13,6 +13,12 @@ a ``RunEvent`` to ``on_event``, in order, so a caller can persist each one::
 
 Rules the loop keeps:
 
+- Budgets (``RunOptions``; ``Budgets`` layers them): at most ``max_steps`` model calls,
+  ``max_output_tokens``, ``max_cost`` and ``time_limit`` per run. Before each call its
+  worst case (estimated input plus its output limit) is priced against what is left of
+  ``max_cost``; the limit is lowered to fit, and the call is not made when even
+  ``MIN_CALL_TOKENS`` do not. The time limit cuts a stream running past it. Either ends
+  the run as ``budget_exceeded`` with ``limit`` naming the budget.
 - At most ``max_steps`` model calls per run. Tool calls the model makes after the
   last allowed call (or once the budget is spent, or after a cancel) are answered
   "not run" so the transcript stays valid.
@@ -38,10 +44,12 @@ from noteloom.agent.events import (
     POLICIES,
     STOP_REASONS,
     ActivityEvent,
+    Budgets,
     CancelToken,
     Decision,
     DoneEvent,
     EventSink,
+    Limit,
     PendingAction,
     PendingEvent,
     Policy,
@@ -68,6 +76,7 @@ from noteloom.agent.loop import (
     MAX_COST_KEY,
     MAX_OUTPUT_TOKENS_KEY,
     MAX_STEPS_KEY,
+    MIN_CALL_TOKENS,
     POLICY_KEY,
     RESULT_CAP_KEY,
     WAITING_FOR_MODEL,
@@ -83,16 +92,19 @@ __all__ = [
     "MAX_COST_KEY",
     "MAX_OUTPUT_TOKENS_KEY",
     "MAX_STEPS_KEY",
+    "MIN_CALL_TOKENS",
     "POLICIES",
     "POLICY_KEY",
     "RESULT_CAP_KEY",
     "STOP_REASONS",
     "WAITING_FOR_MODEL",
     "ActivityEvent",
+    "Budgets",
     "CancelToken",
     "Decision",
     "DoneEvent",
     "EventSink",
+    "Limit",
     "PendingAction",
     "PendingEvent",
     "Policy",

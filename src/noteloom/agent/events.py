@@ -7,6 +7,7 @@ The chat stores every ``RunEvent`` (``event_to_dict`` gives its JSON form) and t
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, Literal, assert_never, get_args
 
 import anyio
 
+from noteloom.errors import ConfigError
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.providers.base import ThinkingLevel
 from noteloom.providers.errors import ProviderError
@@ -34,8 +36,12 @@ class RunOptions:
     max_steps: int | None = None
     #: Budget of output tokens (reasoning included) for the run.
     max_output_tokens: int | None = None
-    #: Budget in USD for the run; only priced calls count against it.
+    #: Budget in USD for the run; only priced calls count against it. Before each call the
+    #: loop prices its worst case (estimated input plus its output limit) against what is left.
     max_cost: Decimal | None = None
+    #: Wall-clock limit of the run in seconds: a model stream still running then is cut,
+    #: and the run stops as ``budget_exceeded`` before its next model call.
+    time_limit: float | None = None
     result_cap: int | None = None
     thinking: ThinkingLevel | None = None
     #: Output tokens per model call.
@@ -54,11 +60,87 @@ class RunOptions:
     #: Force the untrusted-input contract into the system prompt (True) or leave it
     #: to the loop (None: added once fenced content is in the transcript).
     untrusted: bool | None = None
-    #: The run's fence nonce; give it when the system prompt fences text itself (a clipped
-    #: note), so the contract names the very marker the prompt uses. New per run if unset.
-    nonce: str | None = None
     #: A plain-language description of a held call, for the confirmation card.
     describe: Callable[[ToolDef, dict[str, Any]], str] | None = None
+
+
+#: Which budget ended a run (``DoneEvent.limit``, ``RunResult.limit``).
+Limit = Literal["max_steps", "max_output_tokens", "max_cost", "time_limit"]
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The budgets of a run as one layer of settings: ``None`` leaves a budget to the next
+    layer (command line or conversation → ``[agent]`` in noteloom.toml → run-time settings
+    → defaults)."""
+
+    max_steps: int | None = None
+    max_output_tokens: int | None = None
+    max_cost: Decimal | None = None
+    time_limit: float | None = None
+
+    @classmethod
+    def from_file(cls, file: Mapping[str, Any]) -> Budgets:
+        """The ``[agent]`` table of noteloom.toml (``ConfigError`` naming a bad value)::
+
+            [agent]
+            max_steps = 8            # model calls per turn
+            max_output_tokens = 20000
+            max_cost = 0.25          # USD per turn (priced calls only)
+            time_limit = 300         # seconds per turn
+        """
+        table = file.get("agent", {})
+        if not isinstance(table, Mapping):
+            raise ConfigError("[agent] in noteloom.toml must be a table")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ConfigError(f"[agent] has no setting {unknown[0]!r}; known settings: {', '.join(sorted(known))}")
+        try:
+            return cls.checked(**table)
+        except ValueError as exc:
+            raise ConfigError(f"[agent] {exc}") from None
+
+    @classmethod
+    def checked(
+        cls,
+        max_steps: Any = None,
+        max_output_tokens: Any = None,
+        max_cost: Any = None,
+        time_limit: Any = None,
+    ) -> Budgets:
+        """Budgets from loose values (a file, a form, the command line); ``ValueError`` names the bad one."""
+        for name, value in (("max_steps", max_steps), ("max_output_tokens", max_output_tokens)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a whole number above 0, not {value!r}")
+        cost: Decimal | None = None
+        if max_cost is not None:
+            try:
+                cost = Decimal(str(max_cost)) if not isinstance(max_cost, bool) else Decimal("NaN")
+            except ArithmeticError:
+                cost = Decimal("NaN")
+            if not cost.is_finite() or cost < 0:
+                raise ValueError(f"max_cost must be an amount in USD of 0 or more, not {max_cost!r}")
+        if time_limit is not None and (
+            isinstance(time_limit, bool) or not isinstance(time_limit, int | float)
+            or not math.isfinite(time_limit) or time_limit <= 0
+        ):
+            raise ValueError(f"time_limit must be a number of seconds above 0, not {time_limit!r}")
+        return cls(max_steps, max_output_tokens, cost, None if time_limit is None else float(time_limit))
+
+    def over(self, below: Budgets) -> Budgets:
+        """These budgets, with ``below``'s where these leave one unset."""
+        return Budgets(*(
+            mine if mine is not None else theirs
+            for mine, theirs in zip(dataclasses.astuple(self), dataclasses.astuple(below), strict=True)
+        ))
+
+    def options(self, options: RunOptions) -> RunOptions:
+        """``options`` with these budgets filled in where it leaves them unset."""
+        mine = Budgets(options.max_steps, options.max_output_tokens, options.max_cost, options.time_limit)
+        merged = mine.over(self)
+        return dataclasses.replace(options, max_steps=merged.max_steps, max_output_tokens=merged.max_output_tokens,
+                                   max_cost=merged.max_cost, time_limit=merged.time_limit)
 
 
 @dataclass(frozen=True)
@@ -124,6 +206,8 @@ class DoneEvent:
     reason: StopReason
     error_code: str | None = None
     error_message: str | None = None
+    #: The budget that ended the run (``max_steps`` and ``budget_exceeded`` only).
+    limit: Limit | None = None
     kind: Literal["done"] = "done"
 
 
@@ -144,6 +228,7 @@ class RunResult:
     nonce: str
     pending: PendingAction | None = None
     error: ProviderError | None = None
+    limit: Limit | None = None
 
     @property
     def text(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from noteloom.agent.events import (
     CancelToken,
     DoneEvent,
     EventSink,
+    Limit,
     PendingAction,
     PendingEvent,
     Policy,
@@ -54,8 +56,16 @@ from noteloom.messages import (
     Usage,
     UsageUpdate,
 )
-from noteloom.providers.base import ModelRequest, Provider, SystemBlock, ToolSpec
+from noteloom.providers.base import (
+    ModelRequest,
+    Provider,
+    SystemBlock,
+    ToolSpec,
+    call_max_output,
+    estimate_input_tokens,
+)
 from noteloom.providers.errors import ProviderError, provider_error
+from noteloom.providers.pricing import output_rate
 from noteloom.tools import ToolContext, ToolDef, ToolResult
 from noteloom.workspace import Workspace
 
@@ -69,7 +79,12 @@ MAX_COST_KEY = "agent.max_cost"
 RESULT_CAP_KEY = "agent.result_cap"
 DEFAULT_MAX_STEPS = 8
 DEFAULT_RESULT_CAP = 12 * 1024
-WAITING_FOR_MODEL = "Waiting for model…"
+#: The activity line while a model call runs: it names the model (a local one may take a
+#: minute to load, and the user should know which one they wait for).
+WAITING_FOR_MODEL = "Waiting for {model}…"
+#: The fewest output tokens a call is sent with when the loop lowers its limit to what
+#: is left of the cost budget; a call that cannot afford even these is not made.
+MIN_CALL_TOKENS = 256
 
 
 def default_policy(tool: ToolDef) -> Policy:
@@ -163,6 +178,8 @@ class _Step:
     finish: str | None
     cancelled: bool = False
     error: ProviderError | None = None
+    #: The run's time limit cut the stream.
+    timed_out: bool = False
 
 
 class _Run:
@@ -185,7 +202,7 @@ class _Run:
         self.history = history
         self.new: list[Message] = []
         self.entries = entries
-        self.nonce = options.nonce or secrets.token_hex(8)
+        self.nonce = secrets.token_hex(8)
         self.ctx = dataclasses.replace(context, nonce=self.nonce)
         self.options = options
         self.on_event = on_event
@@ -193,6 +210,8 @@ class _Run:
         self.max_steps = options.max_steps or _positive(settings.get(MAX_STEPS_KEY), MAX_STEPS_KEY) or DEFAULT_MAX_STEPS
         self.max_output = options.max_output_tokens or _positive(settings.get(MAX_OUTPUT_TOKENS_KEY), MAX_OUTPUT_TOKENS_KEY)
         self.max_cost = options.max_cost if options.max_cost is not None else _money(settings.get(MAX_COST_KEY))
+        self.deadline = None if options.time_limit is None else anyio.current_time() + options.time_limit
+        self.limit: Limit | None = None
         self.cap = options.result_cap or _positive(settings.get(RESULT_CAP_KEY), RESULT_CAP_KEY) or DEFAULT_RESULT_CAP
         self.untrusted = bool(options.untrusted) or (options.untrusted is None and mentions_fence(history))
         self.specs = tuple(ToolSpec(e.tool.name, e.tool.description, e.tool.input_schema) for e in entries.values())
@@ -215,13 +234,45 @@ class _Run:
         self.new.append(message)
 
     def over_budget(self) -> bool:
+        """True (with ``limit`` set) once a budget is spent."""
         if self.max_output is not None and self.usage.output_tokens >= self.max_output:
-            return True
-        return self.max_cost is not None and self.priced >= self.max_cost
+            self.limit = "max_output_tokens"
+        elif self.max_cost is not None and self.priced >= self.max_cost:
+            self.limit = "max_cost"
+        elif self.deadline is not None and anyio.current_time() >= self.deadline:
+            self.limit = "time_limit"
+        else:
+            return False
+        return True
+
+    def affordable(self, request: ModelRequest) -> ModelRequest | None:
+        """``request`` with its output limit lowered so that its worst case (estimated input
+        plus that limit) fits what is left of the cost budget; ``None`` when even
+        ``MIN_CALL_TOKENS`` of output do not fit. Unpriced and free calls pass unchanged."""
+        if self.max_cost is None:
+            return request
+        left = self.max_cost - self.priced
+        input_tokens = estimate_input_tokens(request)
+        base = self.provider.cost(self.model, Usage(input_tokens=input_tokens))
+        rate = output_rate(lambda usage: self.provider.cost(self.model, usage))
+        if base is None or rate is None or (base == 0 and rate == 0):
+            return request  # only priced calls count against the budget
+        most = call_max_output(self.provider, request)
+        if most is not None and base + most * rate <= left:
+            return request
+        # No known output limit, or one the rest of the budget cannot pay for: send the most it can.
+        fits = int((left - base) / rate) if rate > 0 else (MIN_CALL_TOKENS if base <= left else 0)
+        if fits < MIN_CALL_TOKENS:
+            return None
+        return dataclasses.replace(request, max_tokens=fits if most is None else min(most, fits))
 
     async def finish(self, reason: StopReason, error: ProviderError | None = None) -> RunResult:
-        await self.emit(DoneEvent(reason, error.code if error else None, str(error) if error else None))
-        return RunResult(self.new, reason, self.usage, self.cost, self.steps, self.nonce, self.pending, error)
+        limit = self.limit if reason in ("budget_exceeded", "max_steps") else None
+        if reason == "max_steps":
+            limit = "max_steps"
+        await self.emit(DoneEvent(reason, error.code if error else None, str(error) if error else None, limit))
+        return RunResult(self.new, reason, self.usage, self.cost, self.steps, self.nonce, self.pending, error, limit)
+
 
     async def go(self) -> RunResult:
         held = _unanswered(self.history)
@@ -234,14 +285,21 @@ class _Run:
                 return await self.finish("max_steps")
             if self.over_budget():
                 return await self.finish("budget_exceeded")
-            await self.emit(ActivityEvent(WAITING_FOR_MODEL))
-            step = await self.call_model()
+            request = self.affordable(self.request())
+            if request is None:
+                self.limit = "max_cost"
+                return await self.finish("budget_exceeded")
+            await self.emit(ActivityEvent(WAITING_FOR_MODEL.format(model=self.model)))
+            step = await self.call_model(request)
             self.steps += 1
             await self.account(step.usage)
             if step.message is not None:
                 self.append(step.message)
             if step.error is not None:
                 return await self.finish("error", step.error)
+            if step.timed_out:
+                self.limit = "time_limit"
+                return await self.finish("budget_exceeded")
             if step.cancelled:
                 return await self.finish("cancelled")
             calls = step.message.tool_calls if step.message else []
@@ -259,7 +317,8 @@ class _Run:
             if await self.dispatch(calls):
                 return await self.finish("awaiting_confirmation")
 
-    async def call_model(self) -> _Step:
+    def request(self) -> ModelRequest:
+        """The next model call, its output limit within the token budget."""
         system = self.system
         if self.untrusted:
             system = (*system, SystemBlock(CONTRACT.format(nonce=self.nonce), cache=False))
@@ -267,23 +326,30 @@ class _Run:
         if self.max_output is not None:
             left = max(self.max_output - self.usage.output_tokens, 1)
             max_tokens = min(max_tokens or left, left)
-        request = ModelRequest(
+        return ModelRequest(
             self.model, tuple(_repaired(self.history)), system, self.specs,
             self.options.thinking, max_tokens, self.options.temperature, self.options.top_p,
         )
+
+    async def call_model(self, request: ModelRequest) -> _Step:
         draft = _Draft()
         usage = Usage()
         finish: str | None = None
         cancelled = False
+        timed_out = False
         error: ProviderError | None = None
         stream = self.provider.stream(request)
         try:
             while True:
-                with self.cancel.scope() as scope:
+                # The time limit cuts a stream that runs past it, like a cancel does.
+                with self.cancel.scope() as scope, anyio.CancelScope(deadline=self.deadline or math.inf) as clock:
                     try:
                         event = await stream.__anext__()
                     except StopAsyncIteration:
                         break
+                if clock.cancelled_caught:
+                    timed_out = True
+                    break
                 if scope.cancelled_caught:
                     cancelled = True
                     break
@@ -315,11 +381,11 @@ class _Run:
             if aclose is not None:
                 with anyio.CancelScope(shield=True):
                     await aclose()
-        if error is None and not cancelled and finish is None:
+        if error is None and not cancelled and not timed_out and finish is None:
             error = provider_error("api_stream_error", f"Provider {self.provider.name!r}", "the stream ended early")
         # Calls from a stream that did not finish were never complete: keep the text only.
-        complete = error is None and not cancelled
-        return _Step(draft.message(keep_calls=complete), usage, finish, cancelled, error)
+        complete = error is None and not cancelled and not timed_out
+        return _Step(draft.message(keep_calls=complete), usage, finish, cancelled, error, timed_out)
 
     async def account(self, usage: Usage) -> None:
         cost = self.provider.cost(self.model, usage)
@@ -418,7 +484,7 @@ class _Run:
 
 
 _LIMIT_WORDS: dict[StopReason, str] = {
-    "budget_exceeded": "budget of tokens or cost",
+    "budget_exceeded": "budget of tokens, cost or time",
     "max_steps": "limit of model calls",
 }
 

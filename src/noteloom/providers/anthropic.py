@@ -86,6 +86,7 @@ class AnthropicProvider(SdkProvider):
         default_model: str | None = None,
         models: Sequence[str] = (),
         local: bool | None = None,
+        free: bool | None = None,
         timeouts: Timeouts | None = None,
         max_retries: int = 2,
         max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -97,7 +98,7 @@ class AnthropicProvider(SdkProvider):
         if thinking_mode not in THINKING_MODES:
             raise ConfigError(f"[providers.{name}]: thinking must be one of {', '.join(THINKING_MODES)}, not {thinking_mode!r}")
         self._set_common(
-            name, base_url or ANTHROPIC_URL, api_key=api_key, models=models, local=local, timeouts=timeouts,
+            name, base_url or ANTHROPIC_URL, api_key=api_key, models=models, local=local, free=free, timeouts=timeouts,
             max_retries=max_retries, prices=prices, http_client=http_client,
         )
         self.official = base_url is None or self.base_url == ANTHROPIC_URL
@@ -173,6 +174,10 @@ class AnthropicProvider(SdkProvider):
             # No longer parameters of messages.create; models that accept them read them from the body.
             kwargs["extra_body"] = sampling
         return kwargs
+
+    def max_output(self, request: ModelRequest) -> int:
+        """The ``max_tokens`` this adapter sends for ``request`` (it always sends one)."""
+        return int(self.request_kwargs(request)["max_tokens"])
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         client = self._sdk()

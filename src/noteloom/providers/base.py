@@ -9,16 +9,26 @@ connection on the way out. Failures are raised as ``ProviderError``.
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, assert_never, runtime_checkable
 from urllib.parse import urlsplit
 
 import anyio
 
 from noteloom.errors import ConfigError
-from noteloom.messages import Message, StreamEvent, Usage
+from noteloom.messages import (
+    ImagePart,
+    Message,
+    StreamEvent,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
 from noteloom.providers.errors import ProviderError, provider_error
 
 #: How hard the model may think: ``None`` leaves the provider's default alone.
@@ -63,13 +73,60 @@ class ModelRequest:
         return "\n\n".join(b.text for b in self.system if b.text)
 
 
+#: Characters per token for an estimate that errs high: English prose runs near four,
+#: code, JSON and most other scripts nearer three.
+CHARS_PER_TOKEN = 3
+#: What one image costs in input tokens at most (Anthropic: ~1,600 for the largest size it
+#: keeps; OpenAI's high-detail tiles come to a similar figure).
+IMAGE_TOKENS = 1600
+
+
+def estimate_input_tokens(request: ModelRequest) -> int:
+    """An estimate of the input tokens of ``request`` that errs high (no tokenizer is
+    loaded for it): the budget check prices the next call's worst case with it."""
+    chars = len(request.system_text) + sum(
+        len(t.name) + len(t.description) + len(json.dumps(t.input_schema, default=str)) for t in request.tools
+    )
+    images = 0
+    for message in request.messages:
+        chars += 8  # role and framing
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                chars += len(part.text)
+            elif isinstance(part, ThinkingPart):
+                chars += len(part.text) + len(part.redacted or "")
+            elif isinstance(part, ToolCallPart):
+                chars += len(part.name) + len(json.dumps(part.arguments, default=str))
+            elif isinstance(part, ToolResultPart):
+                chars += len(part.content)
+            elif isinstance(part, ImagePart):
+                images += 1
+            else:
+                assert_never(part)
+    return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+
+
+def call_max_output(provider: Provider, request: ModelRequest) -> int | None:
+    """The most output tokens ``request`` can produce on ``provider``: what the provider
+    will send as its limit (``max_output``, when it has one), else the request's own
+    ``max_tokens``; ``None`` when nothing bounds it (the model's own maximum, unknown here:
+    ``genai-prices`` knows context windows, not output limits)."""
+    own = getattr(provider, "max_output", None)
+    if callable(own):
+        value = own(request)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return request.max_tokens
+
+
 @runtime_checkable
 class Provider(Protocol):
     """An LLM behind one configured name, addressed as ``name:model``."""
 
     #: The configured name (``openai``, ``local`` …), the part before the colon.
     name: str
-    #: Traffic stays on the machine or a private host: calls cost nothing.
+    #: Traffic stays on the machine or a private host (privacy only: what a call costs
+    #: is ``cost``'s answer, which a private host with prices answers with its prices).
     local: bool
     default_model: str | None
 

@@ -70,6 +70,7 @@ class OpenAICompatProvider(SdkProvider):
         default_model: str | None = None,
         models: Sequence[str] = (),
         local: bool | None = None,
+        free: bool | None = None,
         timeouts: Timeouts | None = None,
         max_retries: int = 2,
         send_reasoning_effort: bool = True,
@@ -82,7 +83,7 @@ class OpenAICompatProvider(SdkProvider):
         if think_tags not in THINK_TAG_MODES:
             raise ConfigError(f"[providers.{name}]: think_tags must be one of {', '.join(THINK_TAG_MODES)}, not {think_tags!r}")
         self._set_common(
-            name, base_url or OPENAI_URL, api_key=api_key, models=models, local=local, timeouts=timeouts,
+            name, base_url or OPENAI_URL, api_key=api_key, models=models, local=local, free=free, timeouts=timeouts,
             max_retries=max_retries, prices=prices, http_client=http_client,
         )
         self.official = urlsplit(self.base_url).hostname == "api.openai.com"

@@ -1,16 +1,18 @@
 """What a model call cost, in USD.
 
-Order of precedence: a provider marked local costs nothing; a price the user wrote
-in the provider's table wins; otherwise the ``genai-prices`` table, which knows the
-big vendors. When nobody knows the model the cost is ``None`` (unknown), never a
-made-up zero.
+Privacy and price are separate facts. Order of precedence: a price the user wrote in
+the provider's table wins, whatever the provider's privacy (a private remote such as a
+rented GPU host is still billed); a server on this machine or the user's network costs
+nothing unless priced; otherwise the ``genai-prices`` table, which knows the big
+vendors. When nobody knows the model the cost is ``None`` (unknown), never a made-up
+zero.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from noteloom.messages import Usage
@@ -24,18 +26,27 @@ def price_of(
     usage: Usage,
     model: str,
     *,
-    local: bool = False,
+    free: bool = False,
     vendor: str | None = None,
     api_url: str | None = None,
     table: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Decimal | None:
-    """The cost of ``usage`` on ``model``; ``vendor`` (``openai``, ``anthropic``) or
-    ``api_url`` tell the price table whose price list to use."""
-    if local:
-        return ZERO
+    """The cost of ``usage`` on ``model``; ``free`` says the server is the user's own (free
+    unless ``table`` prices the model); ``vendor`` (``openai``, ``anthropic``) or ``api_url``
+    tell the price table whose price list to use."""
     if table and model in table:
         return _from_table(usage, table[model])
+    if free:
+        return ZERO
     return _genai_price(usage, model, vendor, api_url)
+
+
+def output_rate(
+    cost: Callable[[Usage], Decimal | None],
+) -> Decimal | None:
+    """USD per output token of a model, from its ``cost`` function (``None`` when unknown)."""
+    million = cost(Usage(output_tokens=1_000_000))
+    return None if million is None else million / MILLION
 
 
 def _from_table(usage: Usage, prices: Mapping[str, float]) -> Decimal:

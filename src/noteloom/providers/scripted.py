@@ -111,7 +111,8 @@ class ScriptedProvider:
         script = config.get_str("script")
         if not script:
             raise ConfigError(f"the scripted model {config.name!r} {NO_SCRIPT_HELP}")
-        return cls(config.name, script=script, loop=config.get_bool("loop", False), prices=config.get_prices())
+        return cls(config.name, script=script, loop=config.get_bool("loop", False), prices=config.get_prices(),
+                   local=config.get_bool("local", config.get_bool("private", True)))
 
     def models(self) -> list[str]:
         return [SCRIPT_MODEL] if self.default_model else []
@@ -125,9 +126,11 @@ class ScriptedProvider:
             )
 
     def cost(self, model: str, usage: Usage) -> Decimal | None:
+        # Written prices apply whatever its privacy (a model they do not name is then of
+        # unknown price: tests of unknown costs rely on it); with none it costs nothing.
         if self.prices:
             return price_of(usage, model, table=self.prices) if model in self.prices else None
-        return Decimal(0) if self.local else None
+        return Decimal(0)
 
     async def aclose(self) -> None:
         return None

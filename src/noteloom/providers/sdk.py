@@ -50,6 +50,8 @@ class SdkProvider:
     official: bool
     api_key: str | None
     local: bool
+    #: The server is the user's own (this machine or their network): free unless priced.
+    free: bool
     timeouts: Timeouts
     max_retries: int
     prices: dict[str, Mapping[str, float]]
@@ -66,6 +68,7 @@ class SdkProvider:
         models: Sequence[str],
         local: bool | None,
         timeouts: Timeouts | None,
+        free: bool | None = None,
         max_retries: int,
         prices: Mapping[str, Mapping[str, float]] | None,
         http_client: httpx2.AsyncClient | None,
@@ -76,6 +79,8 @@ class SdkProvider:
         self.api_key = api_key
         self._models = list(models)
         self.local = is_local_url(self.base_url) if local is None else local
+        # Price is not privacy: a remote marked private is still billed by its host.
+        self.free = is_local_url(self.base_url) if free is None else free
         self.timeouts = timeouts or Timeouts()
         self.max_retries = max_retries
         self.prices = dict(prices or {})
@@ -93,7 +98,7 @@ class SdkProvider:
         return price_of(
             usage,
             model,
-            local=self.local,
+            free=self.free,
             vendor=self.vendor if self.official else None,
             api_url=None if self.official else self.base_url,
             table=self.prices,
@@ -172,16 +177,21 @@ def common_options(config: ProviderConfig, key_env: str) -> dict[str, Any]:
             f"provider {config.name!r} needs an API key: set {config.api_key_env or key_env} "
             "(or try the offline model with -m echo)"
         )
-    # "local" or "private": traffic stays with the user, and calls cost nothing.
+    # "local" or "private": traffic stays with the user. Only "local" (the server runs on
+    # the user's own machine) or a loopback/private-network address also means free
+    # unless priced; a private remote (a rented host) is billed by its prices.
+    for key in ("local", "private"):
+        value = config.options.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"{config.where}: {key} must be true or false, not {value!r}")
     local = config.options.get("local", config.options.get("private"))
-    if local is not None and not isinstance(local, bool):
-        raise ConfigError(f"{config.where}: local must be true or false, not {local!r}")
     return {
         "base_url": base_url,
         "api_key": config.api_key,
         "default_model": config.get_str("default_model"),
         "models": config.get_models(),
         "local": local,
+        "free": config.options.get("local"),
         "timeouts": Timeouts.from_options(config.options, config.where),
         "max_retries": config.get_int("max_retries", 2),
         "prices": config.get_prices(),

@@ -1,0 +1,218 @@
+"""Budgets of a turn: steps, output tokens, cost (priced by the next call's worst case) and
+a wall-clock limit; where they come from (command line or conversation → [agent] →
+run-time settings → defaults); the activity line that names the model."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from llm_support import Ledger, standard_tools
+from noteloom.agent import (
+    MIN_CALL_TOKENS,
+    ActivityEvent,
+    Budgets,
+    DoneEvent,
+    RunEvent,
+    RunOptions,
+    RunResult,
+    UsageEvent,
+    run,
+)
+from noteloom.app import App, open_app
+from noteloom.config import load_settings
+from noteloom.errors import ConfigError
+from noteloom.messages import Message, TextPart
+from noteloom.providers.anthropic import AnthropicProvider
+from noteloom.providers.base import ModelRequest, ToolSpec, call_max_output, estimate_input_tokens
+from noteloom.providers.scripted import ScriptedProvider
+from noteloom.tools import ToolContext, ToolDef
+
+pytestmark = pytest.mark.anyio
+ASK = [Message.user("please help")]
+#: $1 per million input tokens, $9 per million output tokens.
+PRICES = {"script": {"input": 1.0, "output": 9.0}}
+ADD = {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}],
+       "usage": {"input_tokens": 1000, "output_tokens": 1000}}  # costs $0.010
+
+
+class Turn:
+    def __init__(self, app: App, steps: list[Any], **provider: Any) -> None:
+        self.app = app
+        self.ledger = Ledger()
+        self.tools: list[ToolDef] = list(standard_tools(self.ledger).values())
+        self.provider = ScriptedProvider(steps=steps, **provider)
+        self.events: list[RunEvent] = []
+
+    async def on_event(self, event: RunEvent) -> None:
+        self.events.append(event)
+
+    async def run(self, options: RunOptions | None = None, tools: list[ToolDef] | None = None) -> RunResult:
+        with anyio.fail_after(30):  # a safety net only
+            return await run(self.provider, "script", "You help.", ASK, self.tools if tools is None else tools,
+                             self.app.tool_context(), options, on_event=self.on_event)
+
+    @property
+    def done(self) -> DoneEvent:
+        last = self.events[-1]
+        assert isinstance(last, DoneEvent)
+        return last
+
+
+def worst_case(request: ModelRequest) -> Decimal:
+    assert request.max_tokens is not None
+    return (estimate_input_tokens(request) * Decimal(1) + request.max_tokens * Decimal(9)) / Decimal(1_000_000)
+
+
+async def test_a_call_the_rest_of_the_budget_cannot_pay_for_is_never_made(app: App) -> None:
+    turn = Turn(app, [ADD], loop=True, prices=PRICES)
+    result = await turn.run(RunOptions(max_cost=Decimal("0.011"), max_tokens=1000))
+    # $0.001 is left after the first call: not even MIN_CALL_TOKENS of output fit.
+    assert result.stop_reason == "budget_exceeded" and result.limit == "max_cost"
+    assert turn.done.reason == "budget_exceeded" and turn.done.limit == "max_cost"
+    assert len(turn.provider.requests) == 1 and result.steps == 1
+    assert result.cost == Decimal("0.010") and result.cost <= Decimal("0.011")
+    # The call's tool ran; the budget stops the turn before the next model call, not after it.
+    assert turn.ledger.names() == ["add"]
+
+
+async def test_the_next_calls_output_limit_is_lowered_to_what_the_budget_affords(app: App) -> None:
+    turn = Turn(app, [ADD, {"text": "done", "usage": {"input_tokens": 10, "output_tokens": 10}}], prices=PRICES)
+    result = await turn.run(RunOptions(max_cost=Decimal("0.015"), max_tokens=1000))
+    assert result.stop_reason == "end_turn"
+    first, second = turn.provider.requests
+    assert first.max_tokens == 1000  # its worst case fits the whole budget
+    assert second.max_tokens is not None and MIN_CALL_TOKENS <= second.max_tokens < 1000
+    left = Decimal("0.015") - Decimal("0.010")
+    assert worst_case(second) <= left
+    # One token more would not have fitted: the limit is the most the budget affords.
+    assert worst_case(ModelRequest(second.model, second.messages, second.system, second.tools,
+                                   max_tokens=second.max_tokens + 1)) > left
+
+
+async def test_with_no_known_output_limit_a_priced_call_gets_one_that_fits_the_budget(app: App) -> None:
+    turn = Turn(app, [{"text": "hi", "usage": {"input_tokens": 10, "output_tokens": 10}}], prices=PRICES)
+    await turn.run(RunOptions(max_cost=Decimal("0.05")))
+    (request,) = turn.provider.requests
+    assert request.max_tokens is not None and worst_case(request) <= Decimal("0.05")
+
+
+async def test_free_and_unpriced_calls_are_never_limited_by_a_cost_budget(app: App) -> None:
+    free = Turn(app, [{"text": "hi"}])
+    assert (await free.run(RunOptions(max_cost=Decimal("0.000001")))).stop_reason == "end_turn"
+    assert free.provider.requests[0].max_tokens is None
+    unknown = Turn(app, [{"text": "hi"}], prices={"another-model": {"input": 1.0}})
+    result = await unknown.run(RunOptions(max_cost=Decimal("0.000001")))
+    assert result.stop_reason == "end_turn" and result.cost is None
+
+
+async def test_a_stream_running_past_the_time_limit_is_cut_and_the_turn_stops(app: App) -> None:
+    turn = Turn(app, [{"chunks": ["Thinking ", "hard"], "hang": True}, {"text": "never"}])
+    result = await turn.run(RunOptions(time_limit=0.2))
+    assert result.stop_reason == "budget_exceeded" and result.limit == "time_limit"
+    assert turn.done.limit == "time_limit"
+    # The text streamed before the cut is kept, and no further call is made.
+    assert result.messages == [Message("assistant", (TextPart("Thinking hard"),))]
+    assert len(turn.provider.requests) == 1
+
+
+async def test_a_time_limit_reached_in_a_tool_stops_the_turn_before_the_next_model_call(app: App) -> None:
+    async def slow(ctx: ToolContext, args: dict[str, Any]) -> Any:
+        await anyio.sleep(0.5)  # longer than the limit: the limit has passed when it returns
+        return {"ok": True}
+
+    tool = ToolDef("slow", "Takes its time.", {"type": "object", "properties": {}}, slow, effect="read")
+    turn = Turn(app, [{"tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "never"}])
+    result = await turn.run(RunOptions(time_limit=0.1), tools=[tool])
+    assert result.stop_reason == "budget_exceeded" and result.limit == "time_limit"
+    assert len(turn.provider.requests) == 1
+    assert result.messages[-1].tool_results[0].content == '{"ok": true}'
+
+
+async def test_the_activity_line_names_the_model_it_waits_for(app: App) -> None:
+    turn = Turn(app, [{"text": "hi"}])
+    await turn.run()
+    labels = [e.label for e in turn.events if isinstance(e, ActivityEvent)]
+    assert labels[0] == "Waiting for script…"
+    assert [e.kind for e in turn.events].index("activity") < [e.kind for e in turn.events].index("text_delta")
+
+
+async def test_the_step_limit_names_itself_in_the_done_event(app: App) -> None:
+    turn = Turn(app, [ADD], loop=True)
+    result = await turn.run(RunOptions(max_steps=2))
+    assert result.stop_reason == "max_steps" and turn.done.limit == "max_steps"
+
+
+async def test_a_paid_private_provider_trips_the_budget_like_any_other(app: App) -> None:
+    turn = Turn(app, [ADD], loop=True, prices=PRICES, local=True)
+    result = await turn.run(RunOptions(max_cost=Decimal("0.025")))
+    assert result.stop_reason == "budget_exceeded" and result.limit == "max_cost"
+    totals = [e.total_cost for e in turn.events if isinstance(e, UsageEvent)]
+    assert totals[0] == Decimal("0.010") and result.cost is not None and result.cost > 0
+
+
+# -- where the budgets come from -----------------------------------------------------------
+
+
+def test_the_agent_table_is_read_and_checked_with_the_setting_named() -> None:
+    file = {"agent": {"max_steps": 4, "max_output_tokens": 900, "max_cost": 0.25, "time_limit": 120}}
+    assert Budgets.from_file(file) == Budgets(4, 900, Decimal("0.25"), 120.0)
+    assert Budgets.from_file({}) == Budgets()
+    for bad, name in (({"max_steps": 0}, "max_steps"), ({"max_cost": -1}, "max_cost"),
+                      ({"max_cost": "lots"}, "max_cost"), ({"time_limit": True}, "time_limit"),
+                      ({"max_output_tokens": 1.5}, "max_output_tokens"), ({"max_step": 3}, "max_step")):
+        with pytest.raises(ConfigError, match=rf"\[agent\].*{name}"):
+            Budgets.from_file({"agent": bad})
+
+
+def test_run_options_win_over_the_file_which_fills_what_they_leave() -> None:
+    file = Budgets.from_file({"agent": {"max_steps": 4, "max_cost": 0.25, "time_limit": 60}})
+    options = file.options(RunOptions(max_cost=Decimal("0.10"), max_tokens=500))
+    assert (options.max_steps, options.max_cost, options.time_limit, options.max_output_tokens) == (
+        4, Decimal("0.10"), 60.0, None)
+    assert options.max_tokens == 500
+
+
+async def test_the_file_budget_wins_over_the_run_time_setting_and_the_default(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "noteloom.toml").write_text("[agent]\nmax_steps = 3\n")
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        app.workspace.set_setting("agent.max_steps", 5)
+        budgets = Budgets.from_file(app.settings.file)
+        turn = Turn(app, [ADD], loop=True)
+        assert (await turn.run(budgets.options(RunOptions()))).steps == 3
+        turn = Turn(app, [ADD], loop=True)
+        assert (await turn.run(budgets.options(RunOptions(max_steps=2)))).steps == 2
+        turn = Turn(app, [ADD], loop=True)
+        assert (await turn.run(Budgets().options(RunOptions()))).steps == 5  # no [agent]: the setting
+    finally:
+        app.close()
+
+
+# -- the output limit a provider will send -------------------------------------------------
+
+
+def test_the_worst_case_output_is_what_the_adapter_sends_else_the_requests_limit() -> None:
+    claude = AnthropicProvider("claude", api_key="k", max_tokens=3000)
+    plain = ModelRequest("claude-sonnet-4-6", tuple(ASK))
+    assert call_max_output(claude, plain) == 3000
+    assert call_max_output(claude, ModelRequest("claude-sonnet-4-6", tuple(ASK), max_tokens=700)) == 700
+    scripted = ScriptedProvider(steps=[])
+    assert call_max_output(scripted, plain) is None
+    assert call_max_output(scripted, ModelRequest("m", tuple(ASK), max_tokens=42)) == 42
+
+
+def test_the_input_estimate_errs_high_and_counts_tools_and_history() -> None:
+    text = "word " * 400  # 2,000 characters: about 500 tokens of English
+    small = ModelRequest("m", (Message.user(text),))
+    assert estimate_input_tokens(small) >= 500
+    spec = ToolSpec("search_notes", "Search the notes. " * 20, {"type": "object", "properties": {"q": {"type": "string"}}})
+    assert estimate_input_tokens(ModelRequest("m", small.messages, tools=(spec,))) > estimate_input_tokens(small)
+    longer = ModelRequest("m", (Message.user(text), Message.assistant(text)))
+    assert estimate_input_tokens(longer) >= 2 * estimate_input_tokens(small) - 10
