@@ -60,6 +60,9 @@ class RunOptions:
     #: Force the untrusted-input contract into the system prompt (True) or leave it
     #: to the loop (None: added once fenced content is in the transcript).
     untrusted: bool | None = None
+    #: The run's fence nonce; give it when the system prompt fences text itself (a clipped
+    #: note), so the contract names the very marker the prompt uses. New per run if unset.
+    nonce: str | None = None
     #: A plain-language description of a held call, for the confirmation card.
     describe: Callable[[ToolDef, dict[str, Any]], str] | None = None
 

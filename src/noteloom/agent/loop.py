@@ -202,7 +202,7 @@ class _Run:
         self.history = history
         self.new: list[Message] = []
         self.entries = entries
-        self.nonce = secrets.token_hex(8)
+        self.nonce = options.nonce or secrets.token_hex(8)
         self.ctx = dataclasses.replace(context, nonce=self.nonce)
         self.options = options
         self.on_event = on_event
