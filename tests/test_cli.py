@@ -246,10 +246,48 @@ def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path
         proc.wait(timeout=60)
     # The workers are joined before the parent exits; helpers such as multiprocessing's
     # resource tracker notice the parent is gone a moment later. None may outlive that.
-    deadline = time.monotonic() + 10
-    while (left := [pid for pid in children if _alive(pid)]) and time.monotonic() < deadline:
+    _assert_all_exit(children)
+
+
+def _assert_all_exit(pids: list[int]) -> None:
+    deadline = time.monotonic() + 60
+    while (left := [pid for pid in pids if _alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, [_cmdline(pid) for pid in left]
+
+
+def test_a_supervisor_killed_outright_takes_its_workers_along(tmp_path: Path) -> None:
+    env = {**os.environ, "NOTELOOM_HOME": str(tmp_path / "home")}
+    env.pop("NOTELOOM_DATABASE_URL", None)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "noteloom.toml").write_text("[embeddings]\nenabled = false\n")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noteloom", "serve", "--port", str(port), "--workers", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    workers: list[int] = []
+    try:
+        _wait_for_url(proc)
+        deadline = time.monotonic() + 120
+        while len(workers := [p for p in _children(proc.pid) if "spawn_main" in _cmdline(p)]) < 2:
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.1)
+        while True:  # both serving, so each has passed the point where it ties itself to the parent
+            try:
+                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=30).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not answer"
+            time.sleep(0.1)
+        proc.kill()
+        proc.wait(timeout=60)
+        _assert_all_exit(workers)
+    finally:
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _children(pid: int) -> list[int]:

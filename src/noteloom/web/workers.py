@@ -8,6 +8,8 @@ the workers. The parent only supervises:
 - a worker that dies is started again on the same socket (connections queued on it
   are served by the new one); a worker that dies within ``STARTUP_GRACE`` seconds of
   starting, twice in a row, is a setup error, and the whole server stops;
+- a supervisor killed outright (SIGKILL) takes its workers along: the kernel sends each
+  SIGTERM when its parent dies (Linux's PR_SET_PDEATHSIG);
 - SIGINT or SIGTERM stops every worker gracefully (uvicorn finishes the requests in
   flight, up to ``timeout_graceful_shutdown``), then the parent exits.
 """
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,11 +39,29 @@ STOP_TIMEOUT = 15.0
 
 
 def _worker_main(
-    sock: socket.socket, app: str, options: dict[str, Any], limits: ServerLimits
+    sock: socket.socket, app: str, options: dict[str, Any], limits: ServerLimits, parent: int
 ) -> None:  # pragma: no cover - child
     from noteloom.web.server import serve
 
+    _stop_with_parent(parent)
+
     serve(app, [sock], limits, factory=True, **options)
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Have the kernel send SIGTERM when the supervisor dies, even by SIGKILL, so no worker
+    keeps serving (and holding the workspace's locks) without it. Linux only; elsewhere a
+    killed supervisor leaves its workers to be stopped by hand."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0) != 0:
+        log.warning("cannot tie this server process to its supervisor (errno %s)", ctypes.get_errno())
+    elif os.getppid() != parent:  # the supervisor died before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 @dataclass
@@ -87,7 +109,8 @@ class Supervisor:
 
     def _start(self, slot: _Slot) -> None:
         process = self._ctx.Process(
-            target=_worker_main, args=(slot.sock, self.app, self.options, self.limits), daemon=False
+            target=_worker_main, args=(slot.sock, self.app, self.options, self.limits, os.getpid()),
+            daemon=False,
         )
         process.start()
         slot.process, slot.started = process, time.monotonic()
