@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import random
 import socket
@@ -305,7 +306,9 @@ def standard_tools(ledger: Ledger) -> dict[str, ToolDef]:
     text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
     return {
         "add": tool("add", add, schema=numbers),
-        "remember": tool("remember", remember, effect="write", schema=text),
+        # Additive, so it runs; "overwrite" stands for a call that replaces content and asks.
+        "remember": dataclasses.replace(tool("remember", remember, effect="write", schema=text),
+                                        approval=lambda args: args.get("text") == "overwrite"),
         "forget_all": tool("forget_all", forget_all, effect="destructive"),
         "fetch_page": tool("fetch_page", fetch_page),
         "fails": tool("fails", fails),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -36,9 +36,10 @@ from noteloom.messages import (
     messages_from_list,
     messages_to_list,
 )
+from noteloom.policy import denied
 from noteloom.providers.openai_compat import OpenAICompatProvider
 from noteloom.providers.scripted import ScriptedProvider
-from noteloom.tools import ToolContext, ToolDef
+from noteloom.tools import ToolContext
 
 pytestmark = pytest.mark.anyio
 ASK = [Message.user("please help")]
@@ -110,7 +111,7 @@ async def test_a_confirm_call_holds_the_turn_after_the_earlier_calls_ran_and_bef
     held = await turn.run()
     assert held.stop_reason == "awaiting_confirmation"
     assert held.pending is not None and held.pending.call_id == "f1" and held.pending.tool == "forget_all"
-    assert "removes or replaces" in held.pending.description
+    assert held.pending.description == "forget_all.", "the card's line is the tool's own description"
     assert turn.ledger.names() == ["remember"], "the call before ran; the held one and the one after did not"
     assert [m.role for m in held.messages] == ["assistant", "tool"]
     assert [r.call_id for r in held.messages[1].tool_results] == ["call_1"]
@@ -147,7 +148,7 @@ async def test_a_deny_policy_from_the_settings_refuses_the_call_without_running_
     assert call_event.policy == "deny"
 
 
-async def test_policies_resolve_from_the_run_options_then_the_settings_then_the_effect(app: App) -> None:
+async def test_policies_resolve_from_the_tool_then_the_settings_then_the_run_options(app: App) -> None:
     app.workspace.set_setting("tool.add.policy", "confirm")
     app.workspace.set_setting("tool.remember.policy", "sideways")  # invalid: ignored
     turn = Turn(app, [{"tool_calls": [call("remember", {"text": "x"}), call("add", {"a": 1, "b": 1}, id="a1")]}])
@@ -159,17 +160,24 @@ async def test_policies_resolve_from_the_run_options_then_the_settings_then_the_
     assert result.stop_reason == "end_turn" and turn2.ledger.names() == ["add"]
 
 
-async def test_a_call_policy_decides_from_the_arguments_and_none_keeps_the_tools_policy(app: App) -> None:
-    def careful(tool: ToolDef, args: Mapping[str, Any]) -> Any:
-        return "confirm" if args.get("text") == "overwrite" else None
-
+async def test_the_tool_decides_from_the_arguments_which_calls_ask_and_the_loop_asks_the_resolver(app: App) -> None:
     turn = Turn(app, [{"tool_calls": [call("remember", {"text": "append"}), call("remember", {"text": "overwrite"}, id="o"),
                                       call("forget_all", id="f")]}])
-    held = await turn.run(options=RunOptions(call_policy=careful))
+    held = await turn.run()
     assert held.pending is not None and held.pending.call_id == "o"
     assert [e.policy for e in turn.events if isinstance(e, ToolCallEvent)] == ["auto", "confirm"]
-    resumed = await turn.run([*ASK, *held.messages], RunOptions(call_policy=careful, decisions={"o": "approve"}))
-    assert resumed.pending is not None and resumed.pending.call_id == "f", "None from the hook keeps confirm"
+    resumed = await turn.run([*ASK, *held.messages], RunOptions(decisions={"o": "approve"}))
+    assert resumed.pending is not None and resumed.pending.call_id == "f", "a destructive tool asks for every call"
+
+
+async def test_the_settings_file_policy_reaches_the_loop_through_the_tool_context(app: App) -> None:
+    turn = Turn(app, [{"tool_calls": [call("add", {"a": 1, "b": 1}, id="a1")]}, {"text": "ok"}])
+    ctx = dataclasses.replace(app.tool_context(), settings={"agent": {"tool_policies": {"add": "deny"}}})
+    result = await run(turn.provider, "script", "You help.", ASK, list(turn.tools.values()), ctx,
+                       RunOptions(policies={"add": "auto"}), on_event=turn.on_event)
+    (refusal,) = turn.results()
+    assert refusal.content == denied("add") and turn.ledger.calls == [], "deny in the file beats auto for the run"
+    assert result.stop_reason == "end_turn"
 
 
 async def test_sampling_options_and_the_thinking_level_reach_the_model_request(app: App) -> None:

@@ -1,18 +1,14 @@
-"""The tools of a turn are a pure function of the open note; policies ask before content is
-replaced or removed; the system prompt keeps its scaffolding whatever the voice."""
+"""The tools of a turn are a pure function of the open note; the system prompt keeps its
+scaffolding whatever the voice. (Which calls ask first: tests/test_policy.py.)"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
-from noteloom.chat.policy import default_policy, describe_call, overrides_from, policy_for
 from noteloom.chat.prompt import DEFAULT_VOICE, system_prompt, voice
 from noteloom.chat.records import Controls, Selection
 from noteloom.chat.toolset import FocusedNote, session_tool_names, turn_tools, workspace_tools
-from noteloom.errors import ConfigError
 from noteloom.tools import ToolContext, ToolDef
 
 
@@ -75,41 +71,6 @@ def test_conversation_toggles_narrow_the_registry_and_never_widen_it() -> None:
     assert workspace_tools(REGISTRY[:1], Controls()) == REGISTRY[:1]  # a disabled tool stays out
     # Session tools only propose edits: they stay when writes are off.
     assert "rewrite_paragraph" in _names(PLAIN, Controls(workspace_writes=False))
-
-
-@pytest.mark.parametrize(
-    ("name", "effect", "args", "expected"),
-    [
-        ("search_notes", "read", {}, "auto"),
-        ("create_note", "write", {"title": "x"}, "auto"),
-        ("create_notebook", "write", {"title": "x"}, "auto"),
-        ("update_note", "write", {"id": "n", "append": "more"}, "auto"),
-        ("update_note", "write", {"id": "n", "body": "all new"}, "confirm"),
-        ("update_note", "write", {"id": "n", "replace_text": {"find": "a", "replace": "b"}}, "confirm"),
-        ("delete_note", "destructive", {"id": "n"}, "confirm"),
-        ("manage_tags", "write", {"id": "n", "add": ["x"]}, "auto"),
-        ("manage_tags", "write", {"id": "n", "remove": ["x"]}, "confirm"),
-        ("plugin_writer", "write", {}, "confirm"),
-        ("rewrite_paragraph", "read", {"anchor": "a", "text": "b"}, "auto"),
-    ],
-)
-def test_default_policies_ask_before_replacing_or_removing(name: str, effect: str, args: dict[str, Any], expected: str) -> None:
-    assert default_policy(_tool(name, effect), args) == expected
-
-
-def test_policies_are_overridable_per_tool_and_runtime_settings_win() -> None:
-    overrides = overrides_from({"delete_note": "auto", "update_note": "deny"}, {"tool.delete_note.policy": "deny"})
-    assert overrides == {"delete_note": "deny", "update_note": "deny"}
-    assert policy_for(_tool("update_note", "write"), {"append": "x"}, overrides) == "deny"
-    assert policy_for(_tool("rewrite_paragraph"), {}, {"rewrite_paragraph": "deny"}) == "auto"
-    with pytest.raises(ConfigError, match="tool_policies"):
-        overrides_from({"delete_note": "sometimes"}, {})
-
-
-def test_a_held_call_is_described_in_plain_words() -> None:
-    text = describe_call(_tool("update_note", "write"), {"id": "n1", "replace_text": {"find": "tent", "replace": "tarp"}})
-    assert "replace “tent” with “tarp”" in text
-    assert describe_call(_tool("delete_note", "destructive"), {"id": "n1"}) == "Move note n1 to the trash."
 
 
 NOW = datetime(2026, 11, 30, 9, 15, tzinfo=UTC)

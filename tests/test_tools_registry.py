@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from noteloom.app import App, open_app
 from noteloom.cli import cli
 from noteloom.config import load_settings
-from noteloom.errors import NotFound, QueryError, SectionError
+from noteloom.errors import EmbeddingError, NotFound, QueryError, SectionError
 from noteloom.plugins import DEFAULT_PLUGINS, hookimpl, plugin_manager
 from noteloom.tools import (
     SCOPE_KEY,
@@ -22,7 +22,9 @@ from noteloom.tools import (
     ToolArgumentError,
     ToolDef,
     ToolError,
+    ToolFailure,
     ToolRegistry,
+    ToolResult,
     UnknownTool,
 )
 from noteloom.workspace import Notebook
@@ -114,7 +116,8 @@ async def test_arguments_are_validated_before_the_handler_runs(tmp_path: Path) -
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("error", [NotFound("no note 'x'"), SectionError("ambiguous"), QueryError("bad quote")])
+@pytest.mark.parametrize("error", [NotFound("no note 'x'"), SectionError("ambiguous"), QueryError("bad quote"),
+                                   EmbeddingError("the embedding endpoint is down; start it")])
 async def test_domain_errors_reach_the_model_as_tool_errors(app: App, error: Exception) -> None:
     async def failing(ctx: Any, args: dict[str, Any]) -> Any:
         raise error
@@ -125,13 +128,34 @@ async def test_domain_errors_reach_the_model_as_tool_errors(app: App, error: Exc
 
 
 @pytest.mark.anyio
-async def test_a_bug_stays_a_bug(app: App) -> None:
+async def test_a_bug_stays_a_bug_logged_with_its_stack_and_told_as_an_internal_error(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
     async def buggy(ctx: Any, args: dict[str, Any]) -> Any:
         raise KeyError("oops")
 
     app.registry.register(ToolDef(name="buggy", description="", input_schema={"type": "object"}, handler=buggy))
-    with pytest.raises(KeyError):
+    with pytest.raises(ToolFailure, match="buggy: internal error in the tool") as info:
         await app.registry.call(app.tool_context(None), "buggy", {})
+    assert isinstance(info.value.__cause__, KeyError) and not isinstance(info.value, ToolError)
+    logged = [r for r in caplog.records if r.name == "noteloom.tools"]
+    assert logged and logged[0].exc_info is not None and "oops" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_the_declared_untrusted_output_holds_unless_the_handler_says_per_call(app: App) -> None:
+    async def plain(ctx: Any, args: dict[str, Any]) -> Any:
+        return {"text": "from the web"}
+
+    async def per_call(ctx: Any, args: dict[str, Any]) -> Any:
+        return ToolResult({"text": "mine"}, untrusted=False)
+
+    for name, handler in (("fetched", plain), ("checked", per_call)):
+        app.registry.register(ToolDef(name=name, description="", input_schema={"type": "object"}, handler=handler,
+                                      untrusted_output=True))
+    ctx = app.tool_context(None)
+    assert (await app.registry.call(ctx, "fetched", {})).untrusted is True
+    assert (await app.registry.call(ctx, "checked", {})).untrusted is False
 
 
 def _books() -> list[Notebook]:

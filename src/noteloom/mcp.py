@@ -7,9 +7,12 @@ tool logic: ``tools/list`` lists the registry's enabled tools, ``tools/call`` ca
 
 We own the dispatch instead of running the SDK's server because the SDK answers
 batches with 400 (HTTP) or drops them (stdio), and maps errors differently:
-here a ``ToolError`` (and a bad argument) is a result with ``isError: true`` the
-model can read and recover from, an unknown or disabled tool is -32602, and any
-other exception is -32603 with a generic message, the traceback only in the log.
+here a ``ToolError`` (a bad argument, a domain error such as a missing note or an
+embedder that is down: ``noteloom.tools.call_tool`` decides which) is a result with
+``isError: true`` the model can read and recover from, worded as the chat's model reads
+it; a call whose policy is ``deny`` (``noteloom.policy``) is such a result too; an
+unknown or disabled tool is -32602, and a bug is -32603 with a generic message, the
+traceback only in the log. MCP cannot ask the user yet: ``confirm`` calls run.
 The SDK's typed wire models (``mcp_types``) still shape what we send.
 
 Both protocol eras are spoken on one stateless endpoint: the ``initialize``
@@ -40,7 +43,8 @@ from mcp_types.version import (
 from noteloom import __version__
 from noteloom.app import App
 from noteloom.jsonvalues import dumps, dumps_bytes, find_problem, surrogate_in
-from noteloom.tools import ToolContext, ToolDef, ToolError, ToolSettings, UnknownTool
+from noteloom.policy import PolicySources, denied, resolve
+from noteloom.tools import ToolContext, ToolDef, ToolError, ToolFailure, ToolSettings, UnknownTool
 from noteloom.workspace import User, Workspace
 
 log = logging.getLogger("noteloom.mcp")
@@ -366,10 +370,15 @@ class McpServer:
         ctx = ToolContext(
             workspace=app.workspace, user=user, scope=pre.tools.scope, settings=app.settings.file, services=app.services
         )
+        policy = resolve(tool, arguments, PolicySources.read(pre.tools.toggles, app.settings.file))
+        if policy == "deny":
+            return {"content": [{"type": "text", "text": denied(tool.name)}], "isError": True}
         try:
             result = await registry.call(ctx, name, arguments, tool=tool)
         except ToolError as exc:
             return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        except ToolFailure:  # logged with its stack where it happened
+            raise RpcError(INTERNAL_ERROR, "Internal error: the request failed on the server; its log has the details") from None
         payload = result.payload
         out: dict[str, Any] = {
             "content": [{"type": "text", "text": dumps(payload)}],

@@ -4,12 +4,24 @@ A tool is a ``ToolDef``; its handler is ``async (ctx, args) -> payload``. Handle
 ``ToolError`` for failures the model can recover from (not found, ambiguous, bad
 argument); any other exception is a bug, which each surface reports as such.
 Surfaces never hold tool logic: they list ``registry.enabled(...)`` and call
-``registry.call(...)``.
+``registry.call(...)`` (the agent loop, whose session tools are in no registry, calls
+:func:`call_tool`, which is what ``registry.call`` runs: one validation, one mapping).
+
+The failures of a call, decided once here:
+
+- the arguments do not fit the schema → ``ToolArgumentError`` (a ``ToolError``);
+- ``ToolError`` and the domain errors in :data:`RECOVERABLE` (missing, conflicting,
+  malformed, a bad query or section, an embedder down, a setting to fix) → ``ToolError``
+  with the domain's message: the model reads it, MCP returns it as ``isError``;
+- anything else is a bug: logged here with its stack and raised as ``ToolFailure``,
+  which MCP answers -32603 and the model reads as a short "internal error".
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
+import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,15 +30,33 @@ from typing import TYPE_CHECKING, Any, Literal
 import jsonschema
 from jsonschema.validators import Draft202012Validator
 
-from noteloom.errors import NoteloomError, QueryError, SectionError, WorkspaceError
+from noteloom.errors import (
+    ConfigError,
+    EmbeddingError,
+    NoteloomError,
+    QueryError,
+    SectionError,
+    WorkspaceError,
+)
 from noteloom.jsonvalues import find_problem
 from noteloom.workspace import Notebook, User, Workspace
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
+log = logging.getLogger("noteloom.tools")
+
 Effect = Literal["read", "write", "destructive"]
 Handler = Callable[["ToolContext", dict[str, Any]], Awaitable[Any]]
+#: Whether one call needs the user's sign-off, from its arguments.
+Approval = Callable[[Mapping[str, Any]], bool]
+#: Names a note for a person: ``'Packing list' (Travel/Packing)`` from its id.
+NoteNamer = Callable[[str], str]
+#: A plain-language line for one call: ``(args, name_note) -> text``.
+Describer = Callable[[Mapping[str, Any], NoteNamer], str]
+
+#: Domain errors a model can act on (search again, fix an argument, tell the user).
+RECOVERABLE: tuple[type[NoteloomError], ...] = (WorkspaceError, QueryError, SectionError, EmbeddingError, ConfigError)
 
 ENABLED_KEY = "tool.{name}.enabled"
 SCOPE_KEY = "tools.scope"
@@ -44,6 +74,17 @@ class UnknownTool(NoteloomError):
     """No enabled tool has that name (surfaces map it to their own error)."""
 
 
+class ToolFailure(Exception):
+    """A tool failed in a way no tool should: a bug, logged with its stack where it happened.
+
+    Deliberately not a ``NoteloomError``: nothing about it is meant for the model."""
+
+
+def never(args: Mapping[str, Any]) -> bool:
+    """An ``approval`` for tools whose calls never need sign-off (they only add)."""
+    return False
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """A payload plus what the agent needs to know about it."""
@@ -51,7 +92,9 @@ class ToolResult:
     payload: Any
     #: True when the payload carries text from outside the user's own writing
     #: (web clippings, attachments, notes with a source_url): the agent fences it.
-    untrusted: bool = False
+    #: ``None`` (from a handler): as the tool declares (``ToolDef.untrusted_output``);
+    #: ``call_tool`` always returns a bool here.
+    untrusted: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +113,36 @@ class ToolDef:
     #: Services (keys of ``App.services``) the tool needs; without them it is not registered,
     #: so it is absent everywhere (e.g. semantic search when no embedder is set up).
     requires: tuple[str, ...] = ()
+    #: Whether a call needs the user's sign-off, from its arguments (``never`` for tools
+    #: that only add). ``None``: every call of a tool that writes asks, reads never do.
+    approval: Approval | None = None
+    #: The plain-language line a person signs off, naming notes by title and notebook.
+    describe: Describer | None = None
+    #: Its output can carry text the user did not write (clipped notes today): the agent
+    #: fences such results and a recipe using the tool counts as tainted.
+    untrusted_output: bool = False
+
+    def needs_approval(self, args: Mapping[str, Any]) -> bool:
+        if self.effect == "read":
+            return False
+        return True if self.approval is None else bool(self.approval(args))
+
+    @property
+    def may_need_approval(self) -> bool:
+        """Whether some call of it can need sign-off (MCP's ``destructiveHint``)."""
+        return self.effect != "read" and self.approval is not never
+
+    def describe_call(self, args: Mapping[str, Any], name_note: NoteNamer) -> str:
+        if self.describe is not None:
+            return self.describe(args, name_note)
+        what = self.title or self.name
+        note = args.get("id")
+        if isinstance(note, str):
+            what = f"{what} on {name_note(note)}"
+        rest = {k: v for k, v in args.items() if k != "id"}
+        if not rest:
+            return f"{what}."
+        return f"{what} with " + ", ".join(f"{k}={_short_value(v)}" for k, v in rest.items()) + "."
 
     @property
     def enabled_by_default(self) -> bool:
@@ -80,7 +153,7 @@ class ToolDef:
         """MCP tool annotations, derived from the effect."""
         out: dict[str, Any] = {
             "readOnlyHint": self.effect == "read",
-            "destructiveHint": self.effect == "destructive",
+            "destructiveHint": self.may_need_approval,
             "idempotentHint": self.idempotent or self.effect == "read",
             "openWorldHint": self.open_world,
         }
@@ -136,6 +209,13 @@ class NotebookScope:
         included = not self.includes or any(_match(p, t, pa) for p in self.includes for t, pa in keys)
         excluded = any(_match(p, t, pa) for p in self.excludes for t, pa in keys)
         return included and not excluded
+
+
+def _short_value(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    if len(text) > 60:
+        text = text[:59] + "…"
+    return repr(text) if isinstance(v, str) else text
 
 
 def _match(pattern: str, title: str, path: str) -> bool:
@@ -204,14 +284,13 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolDef] = {}
-        self._validators: dict[str, Draft202012Validator] = {}
 
     def register(self, tool: ToolDef) -> None:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is registered already")
         Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
-        self._validators[tool.name] = Draft202012Validator(tool.input_schema)
+        _validator(tool)
 
     def all(self) -> list[ToolDef]:
         return sorted(self._tools.values(), key=lambda t: t.name)
@@ -259,37 +338,79 @@ class ToolRegistry:
 
     def validate(self, name: str, args: Any) -> dict[str, Any]:
         """Check ``args`` against the tool's schema; ``ToolArgumentError`` names the argument."""
-        if not isinstance(args, dict):
-            raise ToolArgumentError(f"arguments of {name} must be a JSON object, not {type(args).__name__}")
-        # Before the schema: what no part of noteloom can hold (a lone surrogate, NaN, an
-        # integer past 2**53, a NUL that PostgreSQL refuses) whichever surface or model sent
-        # it, and nesting that would exhaust the validator's recursion.
-        problem = find_problem(args, forbid_nul=True)
-        if problem is not None:
-            where = f"argument {problem.path!r}: " if problem.path else ""
-            raise ToolArgumentError(f"{name}: {where}{problem.message}")
-        validator = self._validators[name]
-        error = jsonschema.exceptions.best_match(validator.iter_errors(args))
-        if error is not None:
-            where = ".".join(str(p) for p in error.absolute_path)
-            if error.validator == "required" or not where:
-                raise ToolArgumentError(f"{name}: {error.message}")
-            raise ToolArgumentError(f"{name}: argument {where!r}: {error.message}")
-        return args
+        return validate_args(self.get(name), args)
 
     async def call(self, ctx: ToolContext, name: str, args: Any, *, tool: ToolDef | None = None) -> ToolResult:
-        """Validate and run one enabled tool. Domain errors become ``ToolError``.
+        """Validate and run one enabled tool (see :func:`call_tool` for what it raises).
 
         Pass ``tool`` when the caller has already checked that it is enabled (saves a read).
         """
-        tool = tool or self.enabled_tool(ctx.workspace, name)
-        checked = self.validate(tool.name, args)
-        try:
-            result = await tool.handler(ctx, checked)
-        except (WorkspaceError, QueryError, SectionError) as exc:
-            # Rules of the domain the model can act on (missing, ambiguous, malformed).
-            raise ToolError(str(exc)) from exc
-        return result if isinstance(result, ToolResult) else ToolResult(result)
+        return await call_tool(ctx, tool or self.enabled_tool(ctx.workspace, name), args)
+
+
+#: What a schema error adds, so that the model knows what to do (the same text on every surface).
+FIX_ARGUMENTS = "; fix the arguments and call it again"
+_VALIDATORS: dict[int, tuple[ToolDef, Draft202012Validator]] = {}
+
+
+def _validator(tool: ToolDef) -> Draft202012Validator:
+    """A compiled validator per tool object (session tools are in no registry)."""
+    hit = _VALIDATORS.get(id(tool))
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    if len(_VALIDATORS) > 4096:
+        _VALIDATORS.clear()
+    validator = Draft202012Validator(tool.input_schema)
+    _VALIDATORS[id(tool)] = (tool, validator)
+    return validator
+
+
+def validate_args(tool: ToolDef, args: Any) -> dict[str, Any]:
+    """Check ``args`` against ``tool``'s schema; ``ToolArgumentError`` names the argument."""
+    name = tool.name
+    if not isinstance(args, dict):
+        raise ToolArgumentError(f"arguments of {name} must be a JSON object, not {type(args).__name__}{FIX_ARGUMENTS}")
+    # Before the schema: what no part of noteloom can hold (a lone surrogate, NaN, an
+    # integer past 2**53, a NUL that PostgreSQL refuses) whichever surface or model sent
+    # it, and nesting that would exhaust the validator's recursion.
+    problem = find_problem(args, forbid_nul=True)
+    if problem is not None:
+        where = f"argument {problem.path!r}: " if problem.path else ""
+        raise ToolArgumentError(f"{name}: {where}{problem.message}{FIX_ARGUMENTS}")
+    error = jsonschema.exceptions.best_match(_validator(tool).iter_errors(args))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path)
+        if error.validator == "required" or not where:
+            raise ToolArgumentError(f"{name}: {error.message}{FIX_ARGUMENTS}")
+        raise ToolArgumentError(f"{name}: argument {where!r}: {error.message}{FIX_ARGUMENTS}")
+    return args
+
+
+def internal_error(name: str) -> str:
+    """What the model reads when a tool has a bug (the stack is in the log)."""
+    return f"{name}: internal error in the tool (it was logged); try something else"
+
+
+async def call_tool(ctx: ToolContext, tool: ToolDef, args: Any) -> ToolResult:
+    """The one call path: validate, run, map failures (see the module docstring).
+
+    Raises ``ToolError`` (model-recoverable, its text meant for the reader) or
+    ``ToolFailure`` (a bug, logged here with its stack)."""
+    checked = validate_args(tool, args)
+    try:
+        result = await tool.handler(ctx, checked)
+    except ToolError:
+        raise
+    except RECOVERABLE as exc:
+        raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        log.exception("tool %s failed on %r", tool.name, checked)
+        raise ToolFailure(internal_error(tool.name)) from exc
+    if not isinstance(result, ToolResult):
+        result = ToolResult(result)
+    if result.untrusted is None:
+        result = ToolResult(result.payload, tool.untrusted_output)
+    return result
 
 
 def scope_from_setting(value: Any) -> NotebookScope:

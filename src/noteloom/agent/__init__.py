@@ -22,14 +22,15 @@ Rules the loop keeps:
 - At most ``max_steps`` model calls per run. Tool calls the model makes after the
   last allowed call (or once the budget is spent, or after a cancel) are answered
   "not run" so the transcript stays valid.
-- Each call has a policy, ``auto``/``confirm``/``deny``: what ``RunOptions.call_policy``
-  says for the tool and its arguments, else the tool's own, from ``RunOptions.policies``,
-  else the run-time setting ``tool.<name>.policy``, else its effect (read and write
-  run, destructive asks). A ``confirm`` call ends the run with a ``PendingAction``;
+- Each call has a policy, ``auto``/``confirm``/``deny``, resolved by ``noteloom.policy``
+  from the tool's own answer for these arguments (``ToolDef.needs_approval``), the
+  workspace setting ``tool.<name>.policy``, ``[agent.tool_policies]`` in noteloom.toml
+  and ``RunOptions.policies``; ``deny`` anywhere wins. Session tools always run. A ``confirm`` call ends the run with a ``PendingAction``;
   calls before it in the batch have run, those after it have not. Running again
   with the transcript plus a decision for that call resumes the batch.
-- Unknown tools, malformed or schema-invalid arguments, ``ToolError`` and bugs in a
-  tool all become error results the model sees; the loop goes on.
+- Tools run through ``noteloom.tools.call_tool`` (what ``ToolRegistry.call`` runs, and
+  so MCP): unknown tools, malformed or schema-invalid arguments, ``ToolError`` and bugs
+  in a tool all become error results the model sees, worded as MCP words them; the loop goes on.
 - Results are capped (12 KiB by default). Results marked untrusted are fenced with a
   nonce that is new for every run, and the system prompt then gains the contract
   that explains the fence.
@@ -66,7 +67,6 @@ from noteloom.agent.framing import (
     CONTRACT,
     DECLINED,
     cap_text,
-    describe_call,
     fence,
     render_payload,
 )
@@ -80,7 +80,6 @@ from noteloom.agent.loop import (
     POLICY_KEY,
     RESULT_CAP_KEY,
     WAITING_FOR_MODEL,
-    default_policy,
     run,
 )
 
@@ -116,8 +115,6 @@ __all__ = [
     "ToolResultEvent",
     "UsageEvent",
     "cap_text",
-    "default_policy",
-    "describe_call",
     "event_to_dict",
     "fence",
     "render_payload",

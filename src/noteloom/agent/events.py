@@ -18,12 +18,14 @@ import anyio
 
 from noteloom.errors import ConfigError
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
+
+# Re-exported: the policy vocabulary lives in noteloom.policy (the tools layer).
+from noteloom.policy import POLICIES as POLICIES
+from noteloom.policy import Policy as Policy
 from noteloom.providers.base import ThinkingLevel
 from noteloom.providers.errors import ProviderError
 from noteloom.tools import Effect, ToolDef
 
-Policy = Literal["auto", "confirm", "deny"]
-POLICIES: tuple[Policy, ...] = get_args(Policy)
 Decision = Literal["approve", "decline"]
 StopReason = Literal["end_turn", "max_steps", "awaiting_confirmation", "cancelled", "budget_exceeded", "error"]
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
@@ -48,11 +50,9 @@ class RunOptions:
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
-    #: Per-tool policy overrides for this run: ``{"delete_note": "deny"}``.
+    #: Per-tool policy overrides for this run or conversation, the strongest layer of
+    #: ``noteloom.policy.resolve`` (``deny`` anywhere still wins): ``{"delete_note": "deny"}``.
     policies: Mapping[str, Policy] = field(default_factory=dict)
-    #: A policy per call, from the tool and its arguments (the chat asks before ``update_note``
-    #: replaces a body but not before it appends); ``None`` from it keeps the tool's policy.
-    call_policy: Callable[[ToolDef, Mapping[str, Any]], Policy | None] | None = None
     #: Decisions for held calls, by call id, when resuming: ``{"call_1": "approve"}``.
     decisions: Mapping[str, Decision] = field(default_factory=dict)
     #: False for runs signed off in advance (recipes): ``confirm`` tools then run.

@@ -9,12 +9,11 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, assert_never, cast
+from typing import Any, assert_never
 
 import anyio
 
 from noteloom.agent.events import (
-    POLICIES,
     ActivityEvent,
     CancelToken,
     DoneEvent,
@@ -35,13 +34,10 @@ from noteloom.agent.framing import (
     CONTRACT,
     DECLINED,
     cap_text,
-    describe_call,
     fence,
     mentions_fence,
     render_payload,
-    schema_problem,
 )
-from noteloom.errors import NoteloomError
 from noteloom.messages import (
     Message,
     Part,
@@ -56,6 +52,8 @@ from noteloom.messages import (
     Usage,
     UsageUpdate,
 )
+from noteloom.policy import POLICY_KEY as POLICY_KEY  # re-exported by noteloom.agent
+from noteloom.policy import PolicySources, denied, describe_call, resolve
 from noteloom.providers.base import (
     ModelRequest,
     Provider,
@@ -66,12 +64,11 @@ from noteloom.providers.base import (
 )
 from noteloom.providers.errors import ProviderError, provider_error
 from noteloom.providers.pricing import output_rate
-from noteloom.tools import ToolContext, ToolDef, ToolResult
+from noteloom.tools import ToolContext, ToolDef, ToolError, ToolFailure, call_tool, validate_args
 from noteloom.workspace import Workspace
 
 log = logging.getLogger("noteloom.agent")
 
-POLICY_KEY = "tool.{name}.policy"
 #: Run-time settings (``Workspace.set_setting``) read when ``RunOptions`` leaves a value unset.
 MAX_STEPS_KEY = "agent.max_steps"
 MAX_OUTPUT_TOKENS_KEY = "agent.max_output_tokens"
@@ -87,27 +84,12 @@ WAITING_FOR_MODEL = "Waiting for {model}…"
 MIN_CALL_TOKENS = 256
 
 
-def default_policy(tool: ToolDef) -> Policy:
-    """From the tool's effect: reads and writes run, destructive tools ask first."""
-    return "confirm" if tool.effect == "destructive" else "auto"
-
-
-def _policy_setting(value: Any, name: str) -> Policy | None:
-    """A stored ``tool.<name>.policy`` value, or ``None`` when unset or not a policy."""
-    if value is None:
-        return None
-    if value in POLICIES:
-        return cast(Policy, value)
-    log.warning("setting %s is %r; expected auto, confirm or deny (using the default)", POLICY_KEY.format(name=name), value)
-    return None
-
-
 @dataclass
 class _Entry:
-    """A tool of the turn and its policy."""
+    """A tool of the turn; session tools only propose edits, so they always run."""
 
     tool: ToolDef
-    policy: Policy
+    session: bool = False
 
 
 def _read_settings(workspace: Workspace) -> dict[str, Any]:
@@ -204,6 +186,8 @@ class _Run:
         self.entries = entries
         self.nonce = options.nonce or secrets.token_hex(8)
         self.ctx = dataclasses.replace(context, nonce=self.nonce)
+        # Every layer but the tool's own default, read once per run (noteloom.policy).
+        self.policies = PolicySources.read(settings, context.settings, options.policies)
         self.options = options
         self.on_event = on_event
         self.cancel = cancel
@@ -272,7 +256,6 @@ class _Run:
             limit = "max_steps"
         await self.emit(DoneEvent(reason, error.code if error else None, str(error) if error else None, limit))
         return RunResult(self.new, reason, self.usage, self.cost, self.steps, self.nonce, self.pending, error, limit)
-
 
     async def go(self) -> RunResult:
         held = _unanswered(self.history)
@@ -406,12 +389,12 @@ class _Run:
         self.append(Message("tool", tuple(ToolResultPart(c.id, why, is_error=True) for c in calls)))
 
     def policy_of(self, entry: _Entry | None, call: ToolCallPart) -> Policy | None:
-        """The policy for this call: ``RunOptions.call_policy`` first, else the tool's."""
+        """The effective policy of this call (``noteloom.policy.resolve``)."""
         if entry is None:
             return None
-        if self.options.call_policy is not None:
-            return self.options.call_policy(entry.tool, call.arguments) or entry.policy
-        return entry.policy
+        if entry.session:
+            return "auto"
+        return resolve(entry.tool, call.arguments, self.policies)
 
     async def dispatch(self, calls: Sequence[ToolCallPart]) -> bool:
         """Run ``calls`` in order; True when one is held for confirmation (the rest wait)."""
@@ -452,29 +435,28 @@ class _Run:
         tool = entry.tool
         policy = self.policy_of(entry, call)
         if policy == "deny":
-            return error(f"{call.name} is not allowed here (the user's policy for it is deny); "
-                         "do not try it again, tell the user instead")
-        problem = schema_problem(tool, call.arguments)
-        if problem is not None:
-            return error(f"{problem}; fix the arguments and call it again")
+            return error(denied(call.name))
+        try:
+            validate_args(tool, call.arguments)  # before a card: the user never signs off a bad call
+        except ToolError as exc:
+            return error(str(exc))
         if policy == "confirm" and self.options.confirm:
             decision = self.options.decisions.get(call.id)
             if decision is None:
-                describe = self.options.describe or describe_call
-                self.pending = PendingAction(call.id, call.name, dict(call.arguments), describe(tool, call.arguments),
-                                             tool.effect)
+                args = dict(call.arguments)
+                if self.options.describe is not None:
+                    text = self.options.describe(tool, args)
+                else:
+                    text = await anyio.to_thread.run_sync(describe_call, tool, args, self.ctx.workspace)
+                self.pending = PendingAction(call.id, call.name, args, text, tool.effect)
                 return None
             if decision == "decline":
                 return error(DECLINED)
         await self.emit(ActivityEvent(f"Running tool: {call.name}…"))
         try:
-            raw = await tool.handler(self.ctx, call.arguments)
-        except NoteloomError as exc:  # ToolError and domain errors are written for the reader
-            return error(f"{call.name}: {exc}")
-        except Exception:
-            log.exception("tool %s failed on %r", call.name, call.arguments)
-            return error(f"{call.name}: internal error in the tool (it was logged); try something else")
-        result = raw if isinstance(raw, ToolResult) else ToolResult(raw)
+            result = await call_tool(self.ctx, tool, call.arguments)
+        except (ToolError, ToolFailure) as exc:  # worded for the reader; a bug's stack is in the log
+            return error(str(exc))
         text = cap_text(render_payload(result.payload), self.cap)
         if result.untrusted:
             text = fence(text, self.nonce)
@@ -557,12 +539,9 @@ async def run(
     for tool in (*tools, *session_tools):
         if tool.name in entries:
             raise ValueError(f"two tools named {tool.name!r} in one turn; tool names must be unique")
-        policy = (
-            options.policies.get(tool.name)
-            or _policy_setting(settings.get(POLICY_KEY.format(name=tool.name)), tool.name)
-            or default_policy(tool)
-        )
-        entries[tool.name] = _Entry(tool, policy)
+        entries[tool.name] = _Entry(tool)
+    for tool in session_tools:
+        entries[tool.name].session = True
     blocks = (SystemBlock(system),) if isinstance(system, str) else tuple(system)
     state = _Run(provider, model, tuple(b for b in blocks if b.text), list(messages), entries, context, options,
                  settings, on_event, cancel or CancelToken())

@@ -55,7 +55,6 @@ from noteloom.agent import PendingAction as HeldCall
 from noteloom.chat.eventlog import LiveTurn, LiveTurns, append_events, last_seq
 from noteloom.chat.history import cap_history, history_before
 from noteloom.chat.liveness import RunnerLease, runner_gone, sweep_leases
-from noteloom.chat.policy import describe_call, overrides_from, policy_for
 from noteloom.chat.prompt import system_prompt, voice
 from noteloom.chat.records import (
     ChatMessage,
@@ -414,25 +413,22 @@ class TurnRunner:
              *msg.transcript],
             self.settings.history_bytes,
         )
-        overrides = overrides_from(self.settings.tool_policies, prep.runtime)
+        # Which calls wait for the card is the loop's question to noteloom.policy, as on every surface.
         options = RunOptions(
             max_output_tokens=controls.max_tokens,
             thinking=controls.thinking_level,
             temperature=controls.temperature,
             top_p=controls.top_p,
-            call_policy=lambda tool, args: policy_for(tool, args, overrides),
             decisions={prep.pending.call_id: prep.decision} if prep.pending and prep.decision else {},
-            describe=describe_call,
             # A clipped note in the prompt needs the contract from the first call on.
             untrusted=True if untrusted else None,
             nonce=nonce,
         )
-        by_name = {t.name: t for t in tools}
         sink = _Sink(
             live,
             # The held call of a resumed turn is dispatched again; its card showed it already.
-            announced={c.id for m in msg.transcript for c in m.tool_calls},
-            describe=lambda action: self._card_text(by_name, action),
+            # The calls after it in the batch were never announced: their events must show.
+            announced={prep.pending.call_id} if prep.pending is not None else set(),
         )
         result: RunResult = await run(
             provider, model, system, history,
@@ -450,18 +446,6 @@ class TurnRunner:
             result.error.code if result.error else None, str(result.error) if result.error else None,
             pending,
         )
-
-    def _card_text(self, tools: dict[str, ToolDef], action: HeldCall) -> str:
-        """The confirmation card's line, naming the note by its title (blocking)."""
-        tool = tools.get(action.tool)
-        note_id = action.arguments.get("id")
-        if tool is None or not isinstance(note_id, str):
-            return action.description
-        try:
-            title = self.host.workspace.get_note(note_id, include_deleted=True).title
-        except NotFound:
-            title = None
-        return describe_call(tool, action.arguments, title)
 
     def _proposer(self, prep: _Prepared, live: LiveTurn) -> Proposer:
         focused, edits, message_id = prep.focused, self.stores.edits, prep.message.id

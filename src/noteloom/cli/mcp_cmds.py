@@ -1,4 +1,4 @@
-"""``noteloom mcp`` (the stdio MCP server and its switch) and ``noteloom tools`` (toggles, scope)."""
+"""``noteloom mcp`` (the stdio MCP server and its switch) and ``noteloom tools`` (toggles, policies, scope)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,14 @@ import typer
 
 from noteloom.app import App
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
+from noteloom.policy import (
+    POLICIES,
+    PolicySources,
+    check_policy,
+    configured,
+    default_words,
+    set_policy,
+)
 from noteloom.tools import SCOPE_KEY, NotebookScope, ToolDef, scope_from_setting
 
 mcp_app = typer.Typer(
@@ -17,7 +25,8 @@ mcp_app = typer.Typer(
     invoke_without_command=True,
 )
 tools_app = typer.Typer(
-    help="The tools AI apps and the chat may use: list them, turn them on or off, limit them to notebooks.",
+    help="The tools AI apps and the chat may use: list them, turn them on or off, set whether they ask first, "
+    "limit them to notebooks.",
     no_args_is_help=True,
 )
 
@@ -107,15 +116,21 @@ def _tool(a: App, name: str) -> ToolDef:
 
 @tools_app.command("list")
 def tools_list(as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -> None:
-    """Every tool, whether it is on, and what it may do (read, write, destructive)."""
+    """Every tool, whether it is on, what it may do (read, write, destructive) and its policy.
+
+    The policy column: auto (runs), confirm (asks first), deny (never runs); confirm* asks
+    for some calls only (update_note replacing a body, manage_tags removing tags …)."""
     with opened(home) as a:
         enabled = {t.name for t in a.registry.enabled(a.workspace)}
-        rows: list[dict[str, str | bool]] = [
+        sources = PolicySources.read(a.workspace.settings_with_prefix("tool."), a.settings.file)
+        rows: list[dict[str, str | bool | None]] = [
             {
                 "name": t.name,
                 "enabled": t.name in enabled,
                 "effect": t.effect,
                 "default": t.enabled_by_default,
+                "policy": configured(t, sources) or default_words(t),
+                "policy_default": default_words(t),
                 "title": t.title or "",
             }
             for t in a.registry.all()
@@ -127,7 +142,34 @@ def tools_list(as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -> 
         for r in rows:
             state = "on " if r["enabled"] else "off"
             default = "" if r["enabled"] == r["default"] else f"  (default {'on' if r['default'] else 'off'})"
-            typer.echo(f"{r['name']:<{width}}  {state}  {r['effect']:<11}  {r['title']}{default}")
+            typer.echo(f"{r['name']:<{width}}  {state}  {r['effect']:<11}  {r['policy']:<8}  {r['title']}{default}")
+
+
+@tools_app.command("policy")
+def tools_policy(
+    name: str = typer.Argument(..., help="The tool, e.g. update_note."),
+    policy: str | None = typer.Argument(None, help="auto (runs), confirm (asks first) or deny (never runs)."),
+    clear: bool = typer.Option(False, "--clear", help="Back to the tool's default."),
+    home: Path | None = HOME_OPTION,
+) -> None:
+    """Set whether a tool's calls run, ask first or are refused, on every surface; without a policy, show it.
+
+    noteloom.toml [agent.tool_policies] wins over this setting; deny wins wherever it is set."""
+    if clear and policy is not None:
+        fail("give a policy or --clear, not both")
+    if policy is not None and policy not in POLICIES:
+        fail(f"{policy!r} is not a policy; use one of {', '.join(POLICIES)}")
+    with opened(home) as a:
+        tool = _tool(a, name)
+        if clear or policy is not None:
+            set_policy(a.workspace, tool.name, None if clear else check_policy(policy))
+        sources = PolicySources.read(a.workspace.settings_with_prefix("tool."), a.settings.file)
+        now = configured(tool, sources)
+        if now is None:
+            typer.echo(f"{tool.name}: {default_words(tool)} (the tool's default)")
+        else:
+            overruled = "" if policy is None or now == policy else " (noteloom.toml overrules this setting)"
+            typer.echo(f"{tool.name}: {now}{overruled}")
 
 
 def _toggle(names: list[str], all_tools: bool, on: bool, home: Path | None) -> None:

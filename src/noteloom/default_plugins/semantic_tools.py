@@ -124,6 +124,7 @@ SEMANTIC_SEARCH_NOTES = ToolDef(
         ["results", "pending_notes"],
     ),
     handler=threaded(_semantic_search),
+    untrusted_output=True,  # clipped notes
     effect="read",
     requires=("semantic",),
 )

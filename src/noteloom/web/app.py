@@ -66,6 +66,7 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.pages_api",
     "noteloom.web.sessions",
     "noteloom.web.chat_page",
+    "noteloom.web.tool_policies",
 ]
 
 

@@ -73,8 +73,7 @@ def note_meta(note: Note, notebook_title: str) -> dict[str, Any]:
     return out
 
 
-def untrusted_if(payload: dict[str, Any], notes: Sequence[Note]) -> ToolResult | dict[str, Any]:
-    """Text from outside the user's own writing (clipped from a URL) is flagged for the agent."""
-    if any(n.source_url for n in notes):
-        return ToolResult(payload, untrusted=True)
-    return payload
+def untrusted_if(payload: dict[str, Any], notes: Sequence[Note]) -> ToolResult:
+    """Text from outside the user's own writing (clipped from a URL) is flagged for the agent;
+    said per call, so a tool declaring ``untrusted_output`` fences only what needs it."""
+    return ToolResult(payload, untrusted=any(n.source_url for n in notes))

@@ -100,7 +100,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
     if len(hits) > limit:
         payload["next_offset"] = offset + limit
     clipped = any(place[1] for place in places.values())
-    return ToolResult(payload, untrusted=True) if clipped else payload
+    return ToolResult(payload, untrusted=clipped)
 
 
 SEARCH_NOTES = ToolDef(
@@ -137,6 +137,7 @@ SEARCH_NOTES = ToolDef(
         ["results", "has_more"],
     ),
     handler=threaded(_search),
+    untrusted_output=True,  # clipped notes
 )
 
 
@@ -216,6 +217,7 @@ READ_NOTE = ToolDef(
         [*NOTE_META_REQUIRED, "body", "body_length", "body_offset", "body_returned_chars", "has_more", "is_outline"],
     ),
     handler=threaded(_read_note),
+    untrusted_output=True,  # clipped notes
 )
 
 
@@ -292,6 +294,7 @@ READ_NOTES = ToolDef(
         ["notes", "not_found"],
     ),
     handler=threaded(_read_notes),
+    untrusted_output=True,  # clipped notes
 )
 
 

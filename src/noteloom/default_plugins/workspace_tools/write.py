@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,8 +18,40 @@ from noteloom.default_plugins.workspace_tools.schemas import (
     output_schema_of,
 )
 from noteloom.default_plugins.workspace_tools.scope import Books, visible_note
-from noteloom.tools import ToolContext, ToolDef, ToolError
+from noteloom.tools import NoteNamer, ToolContext, ToolDef, ToolError, never
 from noteloom.workspace import Notebook
+
+# What asks the user first, and how the card reads, live with each tool (noteloom.policy
+# resolves the rest): replacing or removing content asks; adding text, notes or tags does not.
+
+
+def _quoted(text: Any, limit: int = 60) -> str:
+    s = " ".join(str(text).split())
+    return "“" + (s if len(s) <= limit else s[: limit - 1] + "…") + "”"
+
+
+def _update_asks(args: Mapping[str, Any]) -> bool:
+    return "body" in args or "replace_text" in args
+
+
+def _describe_update(args: Mapping[str, Any], name: NoteNamer) -> str:
+    note = name(str(args.get("id", "")))
+    if "body" in args:
+        return f"Replace the body of {note} with {len(str(args['body']))} characters."
+    if "replace_text" in args:
+        rt = args.get("replace_text") or {}
+        return f"In {note}, replace {_quoted(rt.get('find', ''))} with {_quoted(rt.get('replace', ''))}."
+    changes = [k for k in ("title", "append", "prepend", "notebook", "is_todo", "todo_due", "todo_completed") if k in args]
+    return f"Change {note}: {', '.join(changes) or 'nothing'}."
+
+
+def _describe_tags(args: Mapping[str, Any], name: NoteNamer) -> str:
+    parts = []
+    if args.get("remove"):
+        parts.append("remove the tags " + ", ".join(map(str, args["remove"])))
+    if args.get("add"):
+        parts.append("add the tags " + ", ".join(map(str, args["add"])))
+    return f"On {name(str(args.get('id', '')))}: " + " and ".join(parts or ["change no tags"]) + "."
 
 
 def _target_book(ctx: ToolContext, c: Connection, books: Books, ref: str | None) -> Notebook:
@@ -71,6 +104,8 @@ CREATE_NOTE = ToolDef(
     output_schema=NOTE_OUT,
     handler=threaded(_create_note),
     effect="write",
+    approval=never,
+    describe=lambda args, name: f"Create the note {_quoted(args.get('title', ''))}.",
 )
 
 
@@ -174,6 +209,8 @@ UPDATE_NOTE = ToolDef(
     ),
     handler=threaded(_update_note),
     effect="write",
+    approval=_update_asks,
+    describe=_describe_update,
 )
 
 
@@ -201,6 +238,7 @@ DELETE_NOTE = ToolDef(
     ),
     handler=threaded(_delete_note),
     effect="destructive",
+    describe=lambda args, name: f"Move {name(str(args['id']))} to the trash.",
     idempotent=True,
 )
 
@@ -248,6 +286,8 @@ MANAGE_TAGS = ToolDef(
     ),
     handler=threaded(_manage_tags),
     effect="write",
+    approval=lambda args: bool(args.get("remove")),
+    describe=_describe_tags,
     idempotent=True,
 )
 
@@ -282,6 +322,8 @@ CREATE_NOTEBOOK = ToolDef(
     output_schema=NOTEBOOK_OUT,
     handler=threaded(_create_notebook),
     effect="write",
+    approval=never,
+    describe=lambda args, name: f"Create the notebook {_quoted(args.get('title', ''))}.",
 )
 
 
@@ -321,6 +363,8 @@ RESTORE_NOTE = ToolDef(
     ),
     handler=threaded(_restore_note),
     effect="write",
+    approval=never,
+    describe=lambda args, name: f"Restore {name(str(args['id']))} from the trash.",
 )
 
 
