@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
+from chat_support import collect, running_chat, scripted, settle
 from llm_support import Ledger, standard_tools
 from noteloom.agent import (
     MIN_CALL_TOKENS,
@@ -23,14 +25,17 @@ from noteloom.agent import (
     UsageEvent,
     run,
 )
-from noteloom.app import App, open_app
+from noteloom.app import App, access_token, open_app
 from noteloom.config import load_settings
-from noteloom.errors import ConfigError
+from noteloom.chat.conversations import Conversations
+from noteloom.chat.records import Controls
+from noteloom.errors import ConfigError, InvalidInput
 from noteloom.messages import Message, TextPart
 from noteloom.providers.anthropic import AnthropicProvider
 from noteloom.providers.base import ModelRequest, ToolSpec, call_max_output, estimate_input_tokens
 from noteloom.providers.scripted import ScriptedProvider
 from noteloom.tools import ToolContext, ToolDef
+from noteloom.web.app import create_web_app
 
 pytestmark = pytest.mark.anyio
 ASK = [Message.user("please help")]
@@ -216,3 +221,79 @@ def test_the_input_estimate_errs_high_and_counts_tools_and_history() -> None:
     assert estimate_input_tokens(ModelRequest("m", small.messages, tools=(spec,))) > estimate_input_tokens(small)
     longer = ModelRequest("m", (Message.user(text), Message.assistant(text)))
     assert estimate_input_tokens(longer) >= 2 * estimate_input_tokens(small) - 10
+
+
+# -- per conversation ------------------------------------------------------------------------
+
+
+def chat_app(tmp_path: Path, toml: str) -> App:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "noteloom.toml").write_text(toml)
+    return open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+
+
+async def test_a_conversations_budget_wins_over_the_agent_table(tmp_path: Path) -> None:
+    app = chat_app(tmp_path, "[agent]\nmax_steps = 3\n")
+    try:
+        owner = app.workspace.ensure_owner()
+        play = scripted(app, [{"tool_calls": [{"name": "list_notebooks", "arguments": {}}]}], loop=True)
+        async with running_chat(app) as chat:
+            sent = await chat.send(owner, "Go", controls={"model": "play:script"})
+            first = await settle(chat, owner, sent.message_id, timeout=30)
+            assert first["stop_reason"] == "max_steps" and len(play.requests) == 3  # [agent]
+            await chat.update_conversation(owner, sent.conversation_id, controls={"max_steps": 2})
+            again = await chat.send(owner, "Again", conversation_id=sent.conversation_id)
+            second = await settle(chat, owner, again.message_id, timeout=30)
+            assert second["stop_reason"] == "max_steps" and len(play.requests) == 5  # the conversation's
+            done = [e for e in await collect(chat, owner, again.message_id, timeout=30) if e.kind == "done"]
+            assert done and done[-1].data.get("limit") == "max_steps"
+    finally:
+        app.close()
+
+
+async def test_a_conversations_time_limit_stops_a_hanging_model(tmp_path: Path) -> None:
+    app = chat_app(tmp_path, "")
+    try:
+        owner = app.workspace.ensure_owner()
+        scripted(app, [{"chunks": ["Let me think"], "hang": True}])
+        async with running_chat(app) as chat:
+            sent = await chat.send(owner, "Go", controls={"model": "play:script", "time_limit": 1})
+            view = await settle(chat, owner, sent.message_id, timeout=30)
+        assert view["stop_reason"] == "budget_exceeded" and view["content"] == "Let me think"
+    finally:
+        app.close()
+
+
+def test_budget_controls_are_checked_and_kept_exactly(app: App) -> None:
+    owner = app.workspace.ensure_owner()
+    store = Conversations(app.workspace.engine)
+    conv = store.create(owner.id, controls=Controls().merged({"max_cost": Decimal("0.10"), "time_limit": 90,
+                                                              "max_steps": 4}))
+    again = store.get(owner.id, conv.id)
+    assert (again.controls.max_cost, again.controls.time_limit, again.controls.max_steps) == ("0.1", 90.0, 4)
+    assert again.controls.budgets() == Budgets(4, None, Decimal("0.1"), 90.0)
+    for bad in ({"max_cost": "lots"}, {"max_cost": -1}, {"max_steps": 0}, {"time_limit": 0}, {"max_steps": True}):
+        with pytest.raises(InvalidInput):
+            Controls().merged(bad)
+
+
+async def test_the_chat_api_sets_and_shows_a_conversations_budgets(app: App) -> None:
+    scripted(app, [{"text": "hi"}])
+    transport = httpx2.ASGITransport(app=create_web_app(app))
+    async with running_chat(app), httpx2.AsyncClient(
+        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {access_token(app)}"}
+    ) as c:
+        sent = (await c.post("/api/v1/chat/send", json={"message": "go", "controls": {
+            "model": "play:script", "max_cost": "0.10", "max_steps": 4, "time_limit": 120}})).json()
+        path = f"/api/v1/chat/conversations/{sent['conversation_id']}"
+        controls = (await c.get(path)).json()["controls"]
+        assert (controls["max_cost"], controls["max_steps"], controls["time_limit"]) == ("0.1", 4, 120.0)
+        reset = (await c.patch(path, json={"controls": {"max_cost": None, "max_steps": 2}})).json()["controls"]
+        assert (reset["max_cost"], reset["max_steps"]) == (None, 2)
+        for bad in ({"max_cost": "lots"}, {"max_cost": -1}, {"max_steps": 0}, {"time_limit": 0},
+                    {"max_cost": "Infinity"}):
+            r = await c.patch(path, json={"controls": bad})
+            assert r.status_code == 422 and r.json()["field"] == f"controls.{next(iter(bad))}", r.text
+        defaults = (await c.get("/api/v1/chat/models")).json()["defaults"]
+        assert {"max_steps", "max_cost", "time_limit"} <= set(defaults)

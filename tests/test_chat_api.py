@@ -247,7 +247,8 @@ async def test_models_and_defaults_for_the_settings_drawer(app: App) -> None:
     async with running_chat(app), client(app) as c:
         models = (await c.get("/api/v1/chat/models")).json()
     assert {"id": "echo:echo", "provider": "echo", "local": True} in models["models"]
-    assert set(models["defaults"]) == {"temperature", "top_p", "max_tokens", "thinking_level"}
+    assert set(models["defaults"]) == {"temperature", "top_p", "max_tokens", "thinking_level",
+                                       "max_steps", "max_cost", "time_limit"}
 
 
 async def test_the_notes_pane_reads_searches_saves_and_restores_notes(app: App) -> None:

@@ -44,6 +44,9 @@ def conversation_from_row(r: Any) -> Conversation:
         instructions=r.instructions,
         workspace_tools=bool(r.workspace_tools),
         workspace_writes=bool(r.workspace_writes),
+        max_steps=r.max_steps,
+        max_cost=r.max_cost,
+        time_limit=r.time_limit,
     )
     return Conversation(
         id=r.id,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from typing import Any, Literal, get_args
 
+from noteloom.agent.events import Budgets
 from noteloom.errors import InvalidInput
 from noteloom.messages import Message, Usage
 from noteloom.providers.base import THINKING_LEVELS, ThinkingLevel
@@ -53,6 +54,18 @@ class Controls:
     workspace_tools: bool = True
     #: Offer the workspace tools that write (still only those enabled in the registry).
     workspace_writes: bool = True
+    #: Budgets per turn (``max_tokens`` above is the output-token one); ``None`` leaves
+    #: each to ``[agent]`` in noteloom.toml, then to the default.
+    max_steps: int | None = None
+    #: USD, as an exact decimal string ("0.10").
+    max_cost: str | None = None
+    #: Seconds of wall-clock time.
+    time_limit: float | None = None
+
+    def budgets(self) -> Budgets:
+        """This conversation's budget layer (the output tokens from ``max_tokens``)."""
+        return Budgets(self.max_steps, self.max_tokens, None if self.max_cost is None else Decimal(self.max_cost),
+                       self.time_limit)
 
     def merged(self, changes: dict[str, Any]) -> Controls:
         """These controls with ``changes`` applied and checked; unknown keys are refused."""
@@ -84,6 +97,22 @@ def check_controls(c: Controls) -> Controls:
     for name in ("workspace_tools", "workspace_writes"):
         if not isinstance(getattr(c, name), bool):
             raise InvalidInput(f"{name} must be true or false, not {getattr(c, name)!r}")
+    if c.max_steps is not None and not (isinstance(c.max_steps, int) and not isinstance(c.max_steps, bool)
+                                        and 1 <= c.max_steps <= 1000):
+        raise InvalidInput(f"max_steps {c.max_steps!r} is out of range; use a whole number from 1 to 1000")
+    if c.time_limit is not None and not _number_in(c.time_limit, 1.0, 86_400.0):
+        raise InvalidInput(f"time_limit {c.time_limit!r} is out of range; use a number of seconds from 1 to 86400")
+    if c.max_cost is not None:
+        try:
+            cost = Budgets.checked(max_cost=c.max_cost).max_cost
+        except ValueError:
+            cost = None
+        if cost is None or cost > 1_000_000:
+            raise InvalidInput(f"max_cost {c.max_cost!r} is not an amount in USD; write it as a decimal string, e.g. \"0.10\"")
+        # One spelling per amount, and it fits the column.
+        c = replace(c, max_cost=format(cost.normalize(), "f"), time_limit=None if c.time_limit is None else float(c.time_limit))
+    elif c.time_limit is not None:
+        c = replace(c, time_limit=float(c.time_limit))
     return c
 
 

@@ -148,12 +148,15 @@ class ChatService:
             default = self.runner.resolve_model(self.settings.model)[2]
         except ConfigError:
             default = None
-        d = self.settings.defaults
+        d, b = self.settings.defaults, self.settings.budgets
         return {
             "default_model": default,
             "models": options,
-            "defaults": {"temperature": d.temperature, "top_p": d.top_p, "max_tokens": d.max_tokens,
-                         "thinking_level": d.thinking_level},
+            "defaults": {"temperature": d.temperature, "top_p": d.top_p,
+                         "max_tokens": d.max_tokens if d.max_tokens is not None else b.max_output_tokens,
+                         "thinking_level": d.thinking_level,
+                         # [agent] in noteloom.toml; null: the loop's default (8 steps) or no limit.
+                         "max_steps": b.max_steps, "max_cost": usd(b.max_cost), "time_limit": b.time_limit},
         }
 
     # -- sending ----------------------------------------------------------------------

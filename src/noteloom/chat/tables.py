@@ -32,6 +32,10 @@ conversations = sa.Table(
     sa.Column("instructions", sa.Text),
     sa.Column("workspace_tools", sa.Boolean, nullable=False, default=True),
     sa.Column("workspace_writes", sa.Boolean, nullable=False, default=True),
+    # The conversation's budgets per turn (NULL: [agent] in noteloom.toml, else the default).
+    sa.Column("max_steps", sa.Integer),
+    sa.Column("max_cost", USD),
+    sa.Column("time_limit", sa.Float),
     # Running totals over the conversation's turns.
     sa.Column("input_tokens", sa.BigInteger, nullable=False, default=0),
     sa.Column("output_tokens", sa.BigInteger, nullable=False, default=0),

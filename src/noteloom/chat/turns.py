@@ -118,6 +118,8 @@ class _Outcome:
     pending: HeldCall | None = None
     #: The text to keep when the transcript lacks it (a run cut off by a stop or a bug).
     content: str | None = None
+    #: The budget that ended the turn (``max_steps``, ``max_cost``, ``time_limit`` …).
+    limit: str | None = None
 
 
 #: What separates the text of two model calls of one turn, in the final text and as it streams.
@@ -383,6 +385,9 @@ class TurnRunner:
             instructions=c.instructions,
             workspace_tools=c.workspace_tools,
             workspace_writes=c.workspace_writes,
+            max_steps=c.max_steps,
+            max_cost=c.max_cost,
+            time_limit=c.time_limit,
         )
 
     def resolve_model(self, address: str | None) -> tuple[Provider, str, str]:
@@ -424,6 +429,8 @@ class TurnRunner:
             untrusted=True if untrusted else None,
             nonce=nonce,
         )
+        # The conversation's budgets, then [agent] in noteloom.toml, then the loop's defaults.
+        options = controls.budgets().over(self.settings.budgets).options(options)
         sink = _Sink(
             live,
             # The held call of a resumed turn is dispatched again; its card showed it already.
@@ -444,7 +451,7 @@ class TurnRunner:
         return _Outcome(
             status, transcript, result.usage, result.cost, address, result.stop_reason,
             result.error.code if result.error else None, str(result.error) if result.error else None,
-            pending,
+            pending, limit=result.limit,
         )
 
     def _proposer(self, prep: _Prepared, live: LiveTurn) -> Proposer:
@@ -515,6 +522,7 @@ class TurnRunner:
         done = live.reserve("done", {
             "status": out.status,
             "stop_reason": out.stop_reason,
+            "limit": out.limit,
             "error": error,
             "usage": usage_to_dict(usage),
             "cost_usd": usd(cost),

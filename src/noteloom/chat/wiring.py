@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from noteloom.agent.events import Budgets
 from noteloom.chat.conversations import Conversations
 from noteloom.chat.edits import Edits
 from noteloom.chat.history import DEFAULT_HISTORY_BYTES
@@ -60,6 +61,8 @@ class ChatSettings:
     #: whose runner is provably gone is settled without waiting; see ``noteloom.chat.liveness``).
     heartbeat: float = 2.0
     stale_after: float = 10.0
+    #: ``[agent]`` in noteloom.toml: the budgets a conversation leaves unset.
+    budgets: Budgets = field(default_factory=Budgets)
 
     @classmethod
     def from_file(cls, file: dict[str, Any]) -> ChatSettings:
@@ -87,7 +90,7 @@ class ChatSettings:
         except InvalidInput as exc:
             raise ConfigError(f"[chat] {exc}") from None
         return cls(model=model, system_prompt=prompt, defaults=defaults, history_bytes=history,
-                   tool_policies=dict(policies), stale_after=float(stale))
+                   tool_policies=dict(policies), stale_after=float(stale), budgets=Budgets.from_file(file))
 
 
 @dataclass

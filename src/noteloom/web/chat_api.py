@@ -11,6 +11,7 @@ runner is not running.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from anyio import to_thread
@@ -72,6 +73,13 @@ class ControlsIn(StrictModel):
     instructions: str | None = Field(None, max_length=20_000, description="This chat's voice; null = default.")
     workspace_tools: bool | None = Field(None, description="Offer workspace tools at all.")
     workspace_writes: bool | None = Field(None, description="Offer the workspace tools that write.")
+    max_steps: int | None = Field(None, ge=1, le=1000, description="Model calls per turn; null = [agent] or 8.")
+    max_cost: Decimal | None = Field(
+        None, ge=0, le=1_000_000, max_digits=20, decimal_places=10, allow_inf_nan=False,
+        description="USD per turn (priced calls only), as a number or a decimal string; null = [agent].",
+    )
+    time_limit: float | None = Field(None, ge=1, le=86_400, allow_inf_nan=False,
+                                     description="Seconds of wall-clock time per turn; null = [agent].")
 
     def changes(self) -> dict[str, Any]:
         out = self.model_dump(exclude_unset=True)
@@ -124,6 +132,9 @@ class ControlsOut(BaseModel):
     instructions: str | None
     workspace_tools: bool
     workspace_writes: bool
+    max_steps: int | None = None
+    max_cost: str | None = Field(None, description="USD, exact.")
+    time_limit: float | None = None
 
 
 class ConversationOut(BaseModel):
