@@ -144,7 +144,7 @@ async def test_approving_runs_the_held_call_and_the_same_message_continues(any_a
         parked = await settle(chat, owner, sent.message_id)
         assert parked["status"] == "awaiting_confirmation"
         assert parked["pending_action"]["tool"] == "delete_note"
-        assert parked["pending_action"]["description"] == f"Move note “Old” ({note.id}) to the trash."
+        assert parked["pending_action"]["description"] == "Move 'Old' (Notes) to the trash."  # by title and notebook, never by id
         assert app.workspace.get_note(note.id).deleted_time is None  # nothing ran yet
         resumed = await chat.confirm(owner, sent.message_id, "approve")
         assert resumed["status"] == "running"
