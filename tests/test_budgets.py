@@ -12,6 +12,7 @@ import anyio
 import httpx2
 import pytest
 
+import test_cli_chat
 from chat_support import collect, running_chat, scripted, settle
 from llm_support import Ledger, standard_tools
 from noteloom.agent import (
@@ -26,9 +27,11 @@ from noteloom.agent import (
     run,
 )
 from noteloom.app import App, access_token, open_app
-from noteloom.config import load_settings
+from noteloom.chat import ChatService
 from noteloom.chat.conversations import Conversations
 from noteloom.chat.records import Controls
+from noteloom.cli import chat_cmds
+from noteloom.config import load_settings
 from noteloom.errors import ConfigError, InvalidInput
 from noteloom.messages import Message, TextPart
 from noteloom.providers.anthropic import AnthropicProvider
@@ -36,6 +39,7 @@ from noteloom.providers.base import ModelRequest, ToolSpec, call_max_output, est
 from noteloom.providers.scripted import ScriptedProvider
 from noteloom.tools import ToolContext, ToolDef
 from noteloom.web.app import create_web_app
+from test_cli_chat import Invoke, Recorder
 
 pytestmark = pytest.mark.anyio
 ASK = [Message.user("please help")]
@@ -297,3 +301,94 @@ async def test_the_chat_api_sets_and_shows_a_conversations_budgets(app: App) -> 
             assert r.status_code == 422 and r.json()["field"] == f"controls.{next(iter(bad))}", r.text
         defaults = (await c.get("/api/v1/chat/models")).json()["defaults"]
         assert {"max_steps", "max_cost", "time_limit"} <= set(defaults)
+
+
+# -- on the command line -------------------------------------------------------------------
+
+
+def stored(home: Path) -> list[dict[str, Any]]:
+    """The conversations the chat service holds (what the web chat lists)."""
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        chat = ChatService(app)
+        owner = app.workspace.ensure_owner()
+
+        async def load() -> list[dict[str, Any]]:
+            return [await chat.conversation(owner, c.id) for c in await chat.conversations(owner)]
+
+        return anyio.run(load)
+    finally:
+        app.close()
+
+
+home = test_cli_chat.home
+invoke = test_cli_chat.invoke
+COUNT = {"tool_calls": [{"name": "count_things", "arguments": {}}],
+         "usage": {"input_tokens": 1000, "output_tokens": 1000}}  # $0.010 at PRICES
+
+
+def recorder(home: Path, steps: list[dict[str, Any]], extra: str = "", *, loop: bool = False,
+             prices: dict[str, dict[str, float]] | None = None) -> ScriptedProvider:
+    (home / "noteloom.toml").write_text('[providers.rec]\ntype = "recorder"\n' + extra)
+    Recorder.model = ScriptedProvider("rec", steps=steps, loop=loop, prices=prices)
+    return Recorder.model
+
+
+def test_ask_takes_a_cost_budget_and_names_it_when_it_stops(invoke: Invoke, home: Path) -> None:
+    model = recorder(home, [COUNT], loop=True, prices=PRICES)
+    code, _out, err = invoke("ask", "-m", "rec", "--max-cost", "0.011", "count them")
+    assert code == 0, err
+    assert len(model.requests) == 1  # the second call could have passed $0.011
+    assert "stopped: the turn reached its cost budget" in err and "$0.0100" in err
+
+
+def test_ask_takes_step_and_output_token_budgets_over_the_agent_table(invoke: Invoke, home: Path) -> None:
+    model = recorder(home, [COUNT], "[agent]\nmax_steps = 3\n", loop=True)
+    assert invoke("ask", "-m", "rec", "go")[0] == 0
+    assert len(model.requests) == 3  # [agent]
+    model = recorder(home, [COUNT], "[agent]\nmax_steps = 3\n", loop=True)
+    code, _out, err = invoke("ask", "-m", "rec", "--max-steps", "2", "go")
+    assert code == 0 and len(model.requests) == 2, err
+    assert "limit of model calls" in err
+    model = recorder(home, [COUNT], loop=True)
+    code, _out, err = invoke("ask", "-m", "rec", "--max-tokens", "1500", "go")
+    assert [r.max_tokens for r in model.requests] == [1500, 500]
+    assert "budget of output tokens" in err
+
+
+def test_ask_stops_a_hanging_model_at_its_timeout(invoke: Invoke, home: Path) -> None:
+    recorder(home, [{"chunks": ["Still thinking"], "hang": True}])
+    code, out, err = invoke("ask", "-m", "rec", "--timeout", "0.3", "go")
+    assert code == 0, err
+    assert out.startswith("Still thinking") and "time limit (--timeout" in err
+
+
+def test_bad_budgets_are_one_line_naming_the_option(invoke: Invoke, home: Path) -> None:
+    recorder(home, [{"text": "never"}])
+    for args, option in ((["--max-cost", "lots"], "--max-cost"), (["--max-steps", "0"], "--max-steps"),
+                         (["--timeout", "-1"], "--timeout"), (["--max-tokens", "0"], "--max-tokens")):
+        code, _out, err = invoke("ask", "-m", "rec", *args, "go")
+        assert code == 2 and err.startswith(f"error: {option} ") and err.count("\n") == 1, err
+    (home / "noteloom.toml").write_text('[providers.rec]\ntype = "recorder"\n[agent]\nmax_cost = "lots"\n')
+    code, _out, err = invoke("ask", "-m", "rec", "go")
+    assert code != 0 and "[agent] max_cost" in err and "Traceback" not in err
+
+
+def test_chat_budgets_become_the_conversations_own(invoke: Invoke, home: Path) -> None:
+    model = recorder(home, [COUNT], loop=True)
+    code, _out, err = invoke("chat", "-m", "rec", "--max-steps", "2", "--max-cost", "0.5", input="go\n")
+    assert code == 0, err
+    assert len(model.requests) == 2 and "limit of model calls" in err
+    (conversation,) = stored(home)
+    controls = conversation["controls"]
+    assert isinstance(controls, dict) and (controls["max_steps"], controls["max_cost"]) == (2, "0.5")
+
+
+def test_the_terminal_shows_which_model_it_waits_for(invoke: Invoke, home: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder(home, [{"text": "Hi"}, {"text": "Hello"}])
+    assert "Waiting for" not in invoke("ask", "-m", "rec", "hi")[2]  # not when stderr is no terminal
+    monkeypatch.setattr(chat_cmds, "status_is_tty", lambda: True)
+    assert "Waiting for script…" in invoke("ask", "-m", "rec", "hi")[2]
+    recorder(home, [{"text": "Hi"}])
+    assert "Waiting for script…" in invoke("chat", "-m", "rec", input="hi\n")[2]

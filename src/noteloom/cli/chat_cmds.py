@@ -19,6 +19,7 @@ import typer
 
 from noteloom.agent import (
     ActivityEvent,
+    Budgets,
     Decision,
     DoneEvent,
     PendingEvent,
@@ -47,6 +48,13 @@ SYSTEM_PROMPT = (
 MODEL_OPTION = typer.Option(None, "--model", "-m", help="provider:model (default: $NOTELOOM_MODEL, else providers.default in noteloom.toml; `noteloom models` lists them).")
 YES_OPTION = typer.Option(False, "--yes", "-y", help="Approve every tool call that asks for confirmation.")
 THINKING_OPTION = typer.Option(None, "--thinking", help="How hard the model thinks: off, low, medium or high.")
+# Budgets per turn; unset, [agent] in noteloom.toml decides (then the defaults).
+MAX_COST_OPTION = typer.Option(None, "--max-cost", metavar="USD",
+                               help="Cost budget per turn in USD: no model call is made whose worst case would pass it.")
+MAX_STEPS_OPTION = typer.Option(None, "--max-steps", metavar="N", help="Model calls per turn (default 8).")
+MAX_TOKENS_OPTION = typer.Option(None, "--max-tokens", metavar="N", help="Output tokens per turn, reasoning included.")
+TIMEOUT_OPTION = typer.Option(None, "--timeout", metavar="SECONDS",
+                              help="Wall-clock limit per turn; a model still streaming then is cut off.")
 
 
 def register(app: typer.Typer) -> None:
@@ -68,6 +76,10 @@ def ask(
     thinking: str | None = THINKING_OPTION,
     home: Path | None = HOME_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print the answer, usage, cost and tool calls as one JSON object."),
+    max_cost: str | None = MAX_COST_OPTION,
+    max_steps: int | None = MAX_STEPS_OPTION,
+    max_tokens: int | None = MAX_TOKENS_OPTION,
+    timeout: float | None = TIMEOUT_OPTION,
 ) -> None:
     """Ask the model one question; it may use the workspace tools. Streams the answer.
 
@@ -75,6 +87,7 @@ def ask(
     (`cat notes.md | noteloom ask "summarise"`); with no question, it is the question.
     """
     level = _thinking(thinking)
+    budgets = _budgets(max_cost, max_steps, max_tokens, timeout)
     piped = None if stdin_is_tty() else _read_stdin()
     if question is None or not question.strip():
         if not piped or not piped.strip():
@@ -83,6 +96,7 @@ def ask(
     with opened(home) as app:
         session = _session(app, model, yes, level)
         session.as_json = as_json
+        session.budgets = budgets.over(Budgets.from_file(app.settings.file))
         text = _with_note(app, question, note, session.nonce) if note else question
         if piped:
             text = _with_stdin(text, piped, session.nonce)
@@ -106,6 +120,10 @@ def chat(
     latest: bool = typer.Option(False, "--continue", "-c", help="Continue the conversation active most recently."),
     conversation: str | None = typer.Option(None, "--conversation", metavar="ID",
                                             help="Continue this conversation (its id, or a unique prefix)."),
+    max_cost: str | None = MAX_COST_OPTION,
+    max_steps: int | None = MAX_STEPS_OPTION,
+    max_tokens: int | None = MAX_TOKENS_OPTION,
+    timeout: float | None = TIMEOUT_OPTION,
 ) -> None:
     """A conversation in the terminal: one message per line, until end of input (Ctrl-D).
 
@@ -126,6 +144,13 @@ def chat(
         controls["model"] = model
     if level:
         controls["thinking_level"] = level
+    # Budgets given here become the conversation's own, as the web chat's controls do.
+    budgets = _budgets(max_cost, max_steps, max_tokens, timeout)
+    for key, value in (("max_steps", budgets.max_steps), ("max_tokens", budgets.max_output_tokens),
+                       ("max_cost", None if budgets.max_cost is None else str(budgets.max_cost)),
+                       ("time_limit", budgets.time_limit)):
+        if value is not None:
+            controls[key] = value
     with opened(home) as app:
         run_conversation(app, controls=controls, conversation_ref=conversation, latest=latest,
                          decide=lambda description: decide_call(description, yes), interactive=stdin_is_tty(),
@@ -179,6 +204,8 @@ class _Session:
     #: The first message carries fenced text (piped stdin, a clipped note).
     untrusted: bool = False
     tool_calls: list[dict[str, object]] = field(default_factory=list)
+    #: The turn's budgets: the command line's over [agent] in noteloom.toml.
+    budgets: Budgets = field(default_factory=Budgets)
     _line_open: bool = False
     _ended_early: bool = False
     _steps: StepJoiner = field(default_factory=StepJoiner)
@@ -225,12 +252,20 @@ class _Session:
         transcript = list(history)
         appended: list[Message] = []
         decisions: dict[str, Decision] = {}
+        spent = Usage()
+        spent_cost: Decimal | None = Decimal(0)
+        steps = 0
         while True:
             options = RunOptions(thinking=self.thinking, decisions=decisions, nonce=self.nonce,
                                  untrusted=True if self.untrusted else None)
+            # A turn resumed after a y/N answer is one turn: what it spent counts against its budgets.
+            options = _left(self.budgets, steps, spent.output_tokens, spent_cost).options(options)
             result = await run(self.provider, self.model, system, transcript, self.tools, self.context, options,
                                on_event=self.show)
             self._add(result)
+            steps += result.steps
+            spent = spent + result.usage
+            spent_cost = None if spent_cost is None or result.cost is None else spent_cost + result.cost
             transcript.extend(result.messages)
             appended.extend(result.messages)
             if result.stop_reason != "awaiting_confirmation" or result.pending is None:
@@ -252,6 +287,9 @@ class _Session:
     async def show(self, event: RunEvent) -> None:
         if isinstance(event, ActivityEvent):
             self._steps.boundary()
+            if not self.as_json and event.label.startswith("Waiting for") and status_is_tty():
+                self._end_line()
+                self._err(event.label)
         if isinstance(event, ToolCallEvent):
             self.tool_calls.append({"call_id": event.call_id, "name": event.name, "arguments": event.arguments,
                                     "result": None, "is_error": None})
@@ -289,7 +327,7 @@ class _Session:
             if event.reason == "max_steps":
                 self._err("stopped: the turn reached its limit of model calls")
             elif event.reason == "budget_exceeded":
-                self._err("stopped: the turn used up its budget of tokens or cost")
+                self._err(f"stopped: the turn reached its {LIMIT_WORDS.get(event.limit or '', 'budget')}")
             elif event.reason == "cancelled":
                 self._err("stopped")
 
@@ -321,6 +359,41 @@ class _Session:
     @staticmethod
     def _err(text: str) -> None:
         typer.echo(text, err=True)
+
+
+#: How the terminal names the budget that stopped a turn.
+LIMIT_WORDS = {
+    "max_cost": "cost budget (--max-cost, or max_cost in [agent])",
+    "max_output_tokens": "budget of output tokens (--max-tokens, or max_output_tokens in [agent])",
+    "time_limit": "time limit (--timeout, or time_limit in [agent])",
+}
+
+
+def status_is_tty() -> bool:
+    """Whether stderr is a terminal, where the activity line helps (a seam for tests)."""
+    return sys.stderr.isatty()
+
+
+def _budgets(max_cost: str | None, max_steps: int | None, max_tokens: int | None, timeout: float | None) -> Budgets:
+    """The command line's budgets, checked (one line naming the option when one is wrong)."""
+    try:
+        return Budgets.checked(max_steps=max_steps, max_output_tokens=max_tokens, max_cost=max_cost,
+                               time_limit=timeout)
+    except ValueError as exc:
+        names = {"max_steps": "--max-steps", "max_output_tokens": "--max-tokens", "max_cost": "--max-cost",
+                 "time_limit": "--timeout"}
+        name, _, rest = str(exc).partition(" ")
+        fail(f"{names.get(name, name)} {rest}", 2)
+
+
+def _left(budgets: Budgets, steps: int, output_tokens: int, cost: Decimal | None) -> Budgets:
+    """What ``budgets`` leave after a turn's earlier runs (a held call splits a turn in runs)."""
+    return Budgets(
+        None if budgets.max_steps is None else max(budgets.max_steps - steps, 1),
+        None if budgets.max_output_tokens is None else max(budgets.max_output_tokens - output_tokens, 1),
+        None if budgets.max_cost is None else max(budgets.max_cost - (cost or Decimal(0)), Decimal(0)),
+        budgets.time_limit,
+    )
 
 
 def decide_call(description: str, approve_all: bool) -> Decision:

@@ -95,6 +95,17 @@ class Printer:
                 self.note(f"  ✗ {first[:200]}")
             else:
                 self.note(f"  ✓ {len(content)} characters")
+        elif kind == "activity" and str(data.get("label", "")).startswith("Waiting for"):
+            from noteloom.cli.chat_cmds import status_is_tty
+
+            if status_is_tty():
+                self.note(str(data["label"]))
+        elif kind == "done" and data.get("stop_reason") in ("max_steps", "budget_exceeded"):
+            from noteloom.cli.chat_cmds import LIMIT_WORDS
+
+            limit = str(data.get("limit") or "")
+            words = "limit of model calls" if limit == "max_steps" else LIMIT_WORDS.get(limit, "budget")
+            self.note(f"stopped: the turn reached its {words}")
 
 
 async def follow(
