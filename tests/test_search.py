@@ -362,6 +362,35 @@ def test_a_late_match_in_a_long_note_maps_to_its_section(any_ws: Workspace) -> N
     assert sec.start <= body.index("wombat") < sec.end
 
 
+QUOKKA_LOG = (
+    "# Quokkas\n\nThe quokka lives on Rottnest Island.\n\n"
+    "## Counts\n\nWe counted 120 in spring.\n\n"
+    "## Sightings\n\n### North shore\n\nA wallaby, then quokka number 577 by the lighthouse.\n\n"
+    "### South shore\n\nNothing to report.\n"
+)
+
+
+def test_several_words_place_the_hit_where_they_occur_together(any_ws: Workspace) -> None:
+    any_ws.create_note("Island log", QUOKKA_LOG)
+    hit = only(search_notes(any_ws, "quokka 577"))
+    assert hit.section_heading == "North shore", "not the first quokka's section"
+    sec = outline.resolve_section(QUOKKA_LOG, hit.section or "")
+    assert sec.start <= QUOKKA_LOG.index("quokka number") < sec.end
+    assert "quokka number 577" in hit.snippet and "Rottnest" not in hit.snippet
+    # Order does not matter, nor does the first word being rare.
+    assert only(search_notes(any_ws, "577 quokka")).section == hit.section
+    # Words in sibling sections meet in their parent; a lone word keeps its first place.
+    assert only(search_notes(any_ws, "wallaby report")).section_heading == "Sightings"
+    assert only(search_notes(any_ws, "quokka")).section_heading == "Quokkas"
+
+
+def test_the_section_with_most_of_the_words_wins_when_none_has_all(any_ws: Workspace) -> None:
+    body = "# A\n\nspring tide\n\n# B\n\nspring tide lighthouse\n\n# C\n\nquay\n"
+    any_ws.create_note("Harbour", body)
+    assert only(search_notes(any_ws, "quay spring tide lighthouse")).section_heading == "B"
+    assert only(search_notes(any_ws, "quay spring")).section_heading == "A", "a tie goes to the earliest"
+
+
 # -- ranking ------------------------------------------------------------------------------------
 
 

@@ -62,11 +62,13 @@ async def test_search_notes_stays_keyword_until_an_index_exists_then_finds_by_me
 
 
 @pytest.mark.anyio
-async def test_a_query_keyword_syntax_rejects_still_gets_semantic_results_in_hybrid(app: App) -> None:
+async def test_a_query_keyword_syntax_rejects_is_the_same_error_in_hybrid(app: App) -> None:
     app.workspace.create_note("Lisbon", TRAIN)
     with_index(app).sync()
     broken = 'trip by "train to lisbon'
-    assert "Lisbon" in [r["title"] for r in (await payload(app, "search_notes", {"query": broken}))["results"]]
+    hybrid = await tool_error(app, "search_notes", {"query": broken})
+    assert "never closed" in hybrid
+    assert hybrid == await tool_error(app, "search_notes", {"query": broken, "mode": "keyword"})
 
 
 @pytest.mark.anyio

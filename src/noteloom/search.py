@@ -27,6 +27,7 @@ by its first 100,000 characters.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import threading
 import unicodedata
@@ -58,7 +59,7 @@ from noteloom.query import (
 )
 from noteloom.workspace import Workspace
 
-__all__ = ["SNIPPET_CHARS", "SearchHit", "count_matches", "search_notes"]
+__all__ = ["SNIPPET_CHARS", "SearchHit", "count_matches", "notes_allowed", "search_notes"]
 
 #: About how long a snippet is, ellipses aside.
 SNIPPET_CHARS = 200
@@ -169,6 +170,27 @@ def count_matches(
     q = query if isinstance(query, Query) else parse_query(query, now_ms=now_ms)
     with _reading(ws, conn) as c:
         return _Plan(c, q, notebook_ids).count()
+
+
+def notes_allowed(
+    conn: Connection, q: Query, notebook_ids: Collection[str] | None = None
+) -> sa.Select[Any] | None:
+    """The ids of the live notes that ``q``'s filters and exclusions let through, its
+    positive words left out, as a select (``None``: nothing restricts). Another ranking
+    (semantic search) stays within it, so the query language means the same there.
+
+    With ``any:1`` the positive filters are alternatives to the words, so they restrict
+    nothing here; ``notebook:`` and every negated item still do. Tag and notebook names
+    are resolved on ``conn`` now: the select itself runs on any connection of the same
+    database.
+    """
+    filters = tuple(
+        f for f in q.filters if not q.match_any or f.negated or isinstance(f, NotebookFilter)
+    )
+    if not filters and not q.negative_terms and notebook_ids is None:
+        return None
+    plan = _Plan(conn, Query(q.negative_terms, filters, False), notebook_ids)
+    return sa.select(_n.c.id).where(*plan._where())
 
 
 @contextmanager
@@ -623,12 +645,11 @@ _outlines_lock = threading.Lock()
 def _hit(row: _Row, body: str, notebook: str, clipped: bool, anchor: _Anchor | None) -> SearchHit:
     snippet, section, heading = "", None, None
     if anchor is not None:
-        span = anchor.find(body)
-        if span is None:  # the words matched the title only
+        place = anchor.place(row, body)
+        if place is None:  # the words matched the title only
             snippet = _snippet(body, 0, 0)
         else:
-            start, end = span
-            sec = _section_at(row, body, start)
+            (start, end), sec = place
             snippet, section, heading = _snippet(body, start, end), sec.path, sec.heading
     return SearchHit(
         row.id, row.title, row.notebook_id, row.updated_time, snippet, section, heading, row.score, notebook, clipped
@@ -636,9 +657,14 @@ def _hit(row: _Row, body: str, notebook: str, clipped: bool, anchor: _Anchor | N
 
 
 def _section_at(row: _Row, body: str, offset: int) -> outline.Section:
-    """The innermost section holding ``offset``. Outlines are kept between searches
-    (keyed by note, version and a hash of the text, never the text itself): the same
-    notes come back for query after query, and parsing is most of a hit's cost."""
+    """The innermost section holding ``offset``."""
+    return outline.innermost_section_in(_outline_of(row, body), offset)
+
+
+def _outline_of(row: _Row, body: str) -> tuple[outline.Section, ...]:
+    """The sections of ``body``. Outlines are kept between searches (keyed by note,
+    version and a hash of the text, never the text itself): the same notes come back for
+    query after query, and parsing is most of a hit's cost."""
     key = (row.id, row.updated_time, len(body), hash(body))
     with _outlines_lock:
         secs = _outlines.get(key)
@@ -650,7 +676,7 @@ def _section_at(row: _Row, body: str, offset: int) -> outline.Section:
             _outlines[key] = secs
             while len(_outlines) > _OUTLINES_KEPT:
                 _outlines.popitem(last=False)
-    return outline.innermost_section_in(secs, offset)
+    return secs
 
 
 def _collapse_spaces(text: str) -> str:
@@ -708,20 +734,70 @@ class _Anchor:
         self.patterns = [_anchor_pattern(t) for t in terms]
 
     def find(self, body: str) -> tuple[int, int] | None:
-        text = body.lower()
-        if not body.isascii():
-            if len(text) != len(body):  # a few letters lower-case to two: keep offsets aligned
-                text = "".join(c if len(c.lower()) != 1 else c.lower() for c in body)
-            text = _fold_text(text)
+        """The first place any of the terms occurs."""
+        text = _folded(body)
         best: tuple[int, int] | None = None
         for rx, word_start in self.patterns:
-            for m in rx.finditer(text):
-                if best is not None and m.start() >= best[0]:
-                    break
-                if not word_start or m.start() == 0 or not _is_word_char(text[m.start() - 1]):
-                    best = m.span()
-                    break
+            for span in _word_matches(rx, word_start, text):
+                if best is None or span[0] < best[0]:
+                    best = span
+                break
         return best
+
+    def place(self, row: _Row, body: str) -> tuple[tuple[int, int], outline.Section] | None:
+        """Where a hit sits: the section in which the most of the terms occur together
+        (the innermost such, then the earliest), and the first match in it.
+
+        With one term that is its first occurrence. With several, the first occurrence
+        of the first term may be far from the others (``quokka 577``: a quokka in the
+        introduction, the two together in section 3), and the section where they meet
+        is the one to read.
+        """
+        if len(self.patterns) == 1:
+            span = self.find(body)
+            return None if span is None else (span, _section_at(row, body, span[0]))
+        text = _folded(body)
+        matches = [
+            list(itertools.islice(_word_matches(rx, word_start, text), _MATCHES_PER_TERM))
+            for rx, word_start in self.patterns
+        ]
+        if not any(matches):
+            return None
+        secs = _outline_of(row, body)
+        # Terms found in each section, counting a subsection's matches in its parents.
+        found: dict[str, tuple[outline.Section, set[int]]] = {}
+        first: dict[str, tuple[int, int]] = {}
+        for term, spans in enumerate(matches):
+            for span in spans:
+                inner = outline.innermost_section_in(secs, span[0])
+                parents = (s for s in secs if 0 < s.level < inner.level and s.start <= span[0] < s.end)
+                for sec in (inner, *parents):
+                    found.setdefault(sec.path, (sec, set()))[1].add(term)
+                    if sec.path not in first or span[0] < first[sec.path][0]:
+                        first[sec.path] = span
+        best = min(found, key=lambda p: (-len(found[p][1]), -found[p][0].level, first[p][0]))
+        return first[best], found[best][0]
+
+
+#: Matches of one term looked at when placing a hit of several terms.
+_MATCHES_PER_TERM = 64
+
+
+def _folded(body: str) -> str:
+    """``body`` lower-cased with accents folded, one character for one."""
+    text = body.lower()
+    if not body.isascii():
+        if len(text) != len(body):  # a few letters lower-case to two: keep offsets aligned
+            text = "".join(c if len(c.lower()) != 1 else c.lower() for c in body)
+        text = _fold_text(text)
+    return text
+
+
+def _word_matches(rx: re.Pattern[str], word_start: bool, text: str) -> Iterator[tuple[int, int]]:
+    """The spans of ``rx`` in ``text``, only those starting a word when ``word_start``."""
+    for m in rx.finditer(text):
+        if not word_start or m.start() == 0 or not _is_word_char(text[m.start() - 1]):
+            yield m.span()
 
 
 def _is_word_char(ch: str) -> bool:

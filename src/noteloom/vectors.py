@@ -314,6 +314,10 @@ class NumpyVectorStore:
         return self._mirror.nearest(conn, query, k, candidates)
 
 
+#: An allowed set under 1/this of the chunks is scored on its own rows (see _Mirror.nearest).
+_SUBSET_SHARE = 4
+
+
 class _Mirror:
     """An in-memory copy of the SQLite vector table, searched exactly with one
     matrix-vector product.
@@ -351,10 +355,22 @@ class _Mirror:
         norm = float(np.linalg.norm(q))
         if norm == 0.0 or q.shape[0] != matrix.shape[1]:
             return []
-        scores = matrix @ (q / norm)
-        if candidates is not None:
-            allowed = np.fromiter((r[0] for r in conn.execute(candidates)), dtype=np.int64)
-            scores = np.where(np.isin(ids, allowed), scores, -np.inf)
+        q = q / norm
+        if candidates is None:
+            scores = matrix @ q
+        else:
+            # Exact k-NN within the allowed chunks. A small set is scored alone (rows found
+            # by binary search over the sorted ids); a large one masks the full product,
+            # which is cheaper than gathering most of the matrix.
+            allowed = np.unique(np.fromiter((r[0] for r in conn.execute(candidates)), dtype=np.int64))
+            if len(allowed) * _SUBSET_SHARE < len(ids):
+                rows = np.minimum(np.searchsorted(ids, allowed), len(ids) - 1)
+                rows = rows[ids[rows] == allowed]  # allowed chunks the copy holds
+                if not len(rows):
+                    return []
+                ids, scores = ids[rows], matrix[rows] @ q
+            else:
+                scores = np.where(np.isin(ids, allowed, assume_unique=True), matrix @ q, -np.inf)
         k = min(k, len(ids))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]

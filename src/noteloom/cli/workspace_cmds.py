@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.core import TyperCommand
 
 from noteloom.app import App
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json, to_jsonable
 from noteloom.cli.dates import parse_date, show_date
 from noteloom.workspace import Notebook
+
+if TYPE_CHECKING:
+    from noteloom.search import SearchHit
+    from noteloom.semantic import NoteHit
 
 notes_app = typer.Typer(help="List, show, add, edit, delete, restore and search notes.", no_args_is_help=True)
 notebooks_app = typer.Typer(help="List, add and delete notebooks.", no_args_is_help=True)
@@ -181,20 +188,72 @@ def notes_purge(
         typer.echo(f"purged {count} note(s)")
 
 
-@notes_app.command("search")
+class _QueryCommand(TyperCommand):
+    """A command whose words are all the query, wherever they stand: a word starting with
+    ``-`` (``-tag:*``, ``-stove``) is part of the query unless it is one of the command's
+    own options, and everything after ``--`` is the query whatever it looks like."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # By duck type: typer may bring its own copy of click, whose classes are not click's.
+        options: dict[str, Any] = {}
+        for p in self.get_params(ctx):
+            if p.param_type_name == "option":
+                options.update(dict.fromkeys([*p.opts, *p.secondary_opts], p))
+        own: list[str] = []
+        words: list[str] = []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                words += args[i + 1 :]
+                break
+            opt = options.get(arg.split("=", 1)[0])
+            if opt is None:
+                words.append(arg)
+            else:
+                own.append(arg)
+                takes_value = not getattr(opt, "is_flag", False) and not getattr(opt, "count", False)
+                if takes_value and "=" not in arg and i + 1 < len(args):
+                    i += 1
+                    own.append(args[i])
+            i += 1
+        return super().parse_args(ctx, [*own, "--", *words] if words else own)
+
+
+@notes_app.command("search", cls=_QueryCommand)
 def notes_search(
-    query: str,
+    query: list[str] = typer.Argument(..., help="The query; several words are joined by spaces.", show_default=False),
     limit: int = typer.Option(20, min=1, max=1000),
+    mode: str = typer.Option(
+        "keyword", "--mode", help="keyword (exact words), semantic (by meaning) or hybrid (both fused).",
+    ),
     as_json: bool = JSON_OPTION,
     home: Path | None = HOME_OPTION,
 ) -> None:
-    """Search notes (words, "phrases", prefix*, -negation, title: tag: notebook: due: …)."""
-    from noteloom.search import search_notes
+    """Search notes (words, "phrases", prefix*, -negation, title: tag: notebook: due: …).
 
+    A query may start with "-" (noteloom notes search -tag:*); after -- anything is query text.
+    """
+    from noteloom.search import search_notes
+    from noteloom.semantic import hybrid_search
+
+    if mode not in ("keyword", "semantic", "hybrid"):
+        fail(f"--mode takes keyword, semantic or hybrid, not {mode!r}")
     with opened(home) as a:
-        hits = search_notes(a.workspace, query, limit=limit)
+        index = a.services.get("semantic")
+        if mode != "keyword" and index is None:
+            fail(
+                "semantic search is off in this workspace (see [embeddings] in noteloom.toml); "
+                "search with --mode keyword"
+            )
+        text = " ".join(query)
+        hits: Sequence[SearchHit | NoteHit]
+        if mode == "keyword":
+            hits = search_notes(a.workspace, text, limit=limit)
+        else:
+            hits = hybrid_search(a.workspace, index, text, mode="semantic" if mode == "semantic" else "hybrid", limit=limit).hits
         if as_json:
-            print_json(hits)
+            print_json(list(hits))
             return
         if not hits:
             typer.echo("no notes match", err=True)

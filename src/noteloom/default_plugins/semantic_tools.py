@@ -19,7 +19,10 @@ from noteloom.default_plugins.workspace_tools import (
     untrusted_if,
 )
 from noteloom.plugins import hookimpl
+from noteloom.query import parse_query
+from noteloom.search import notes_allowed
 from noteloom.semantic import SemanticIndex
+from noteloom.semantic.hybrid import semantic_text
 from noteloom.tools import ToolContext, ToolDef, ToolError
 
 SEMANTIC_MAX = 50
@@ -51,12 +54,23 @@ def _semantic_search(ctx: ToolContext, args: dict[str, Any]) -> Any:
     if args.get("notebook_id"):
         root = books.resolve(str(args["notebook_id"]))
         notebook_ids = _descendants(books, root.id)
+    # The query language of search_notes: filters and exclusions keep the search within
+    # the notes they allow, and only the positive words are compared by meaning.
+    q = parse_query(args["query"])
+    if not q.positive_terms:
+        raise ToolError(
+            f"the query {args['query']!r} has only filters or exclusions, nothing to compare by meaning; "
+            "add words that say what to look for, or list the notes with search_notes"
+        )
+    with ws.read() as c:
+        allowed = notes_allowed(c, q, notebook_ids)
     result = index.search(
-        args["query"],
+        semantic_text(q),
         limit=int(args.get("limit", 10)),
         notebook_ids=notebook_ids,
         tag=args.get("tag") or None,
         relevance=args.get("relevance", "normal"),
+        notes=allowed,
     )
     results = [
         {
@@ -92,7 +106,9 @@ SEMANTIC_SEARCH_NOTES = ToolDef(
         "matching section), each with the note id, title, the section (path and heading, which "
         "read_note accepts), a snippet and a similarity score from 0 to 1. relevance: strict "
         "(only close matches), normal, loose (anything remotely related). Filter by notebook_id "
-        "(sub-notebooks included) or tag. When notes were changed moments ago, pending_notes "
+        "(sub-notebooks included) or tag; the query also takes search_notes' filters and "
+        "exclusions (notebook:, tag:, type:, created:, -word …), which keep the search within the "
+        "notes they allow. When notes were changed moments ago, pending_notes "
         "says how many are not indexed yet."
     ),
     input_schema=input_schema_of(

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from noteloom.errors import InvalidInput
-from noteloom.semantic.index import ChunkHit, SemanticIndex
+from noteloom.query import Query, parse_query
+from noteloom.semantic.index import ChunkHit, Relevance, SemanticIndex
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -79,6 +80,19 @@ RRF_K = 10
 MINOR_WEIGHT = 0.35
 
 
+#: The relevance floor of the semantic arm in hybrid mode, by query shape. Measured on
+#: bench/eval with all-MiniLM-L6-v2: the answer to a description scores 0.30 at least
+#: (median 0.47), so ``normal`` (0.25) keeps every one. But a word or two scores high
+#: against unrelated notes: 23 words found in no note scored 0.14 to 0.48 against their
+#: nearest note (median 0.31; "zqxvorp" 0.31 against a budget), so in hybrid mode, where
+#: such a query's exact matches are the answer, semantic hits of keyword-shaped queries
+#: need ``strict`` (0.45), which 21 of the 23 stay under. Semantic mode, asked for
+#: meaning, keeps ``normal`` for every query (as ``semantic_search_notes`` does): "rail
+#: trip" finds a note on a train journey at 0.31.
+FLOOR_BY_SHAPE: dict[str, Relevance] = {"keyword": "strict", "natural": "normal"}
+SEMANTIC_FLOOR: Relevance = "normal"
+
+
 def hybrid_search(
     ws: Any,
     index: SemanticIndex | None,
@@ -93,51 +107,88 @@ def hybrid_search(
     """Notes for ``query``, one per note with its best section, in the mode asked for.
 
     ``mode=None`` means hybrid when the semantic index is built, keyword otherwise.
-    Hybrid fuses the two rankings by weighted reciprocal rank; the weights follow the
-    query's shape (:func:`query_shape`): keyword-shaped queries lead with keyword
-    search, descriptions with semantic search, the other ranking weighing
-    ``MINOR_WEIGHT``. A description whose words all match (keyword search is AND)
-    is strong evidence, so then both weigh alike. Keyword syntax a natural-language
-    query breaks (a stray quote, ``:``) does not fail a hybrid search: that arm is
-    just left out. ``conn`` runs the keyword arm in the caller's read transaction.
+    The query language means the same in every mode: the query is parsed once (a
+    malformed one raises :class:`~noteloom.errors.QueryError` whatever the mode), and
+    the semantic arm searches only the notes its filters and exclusions allow
+    (:func:`noteloom.search.notes_allowed`), by the meaning of its positive words
+    alone. A query of filters only has nothing to compare by meaning: it is answered
+    by keyword search in every mode, with no section fields. Semantic hits must reach
+    the relevance floor (``FLOOR_BY_SHAPE``, ``SEMANTIC_FLOOR``), so words that no note contains
+    and that mean nothing close to any note find nothing.
+
+    Hybrid fuses the two rankings (:func:`fuse`). ``conn`` runs the keyword arm in
+    the caller's read transaction.
     """
-    from noteloom.errors import QueryError
-    from noteloom.search import search_notes
+    from noteloom.search import notes_allowed, search_notes
 
     built = index is not None and index.is_built()
     if mode is None:
         mode = "hybrid" if built else "keyword"
     if mode != "keyword" and index is None:
         raise InvalidInput("semantic search is off in this workspace; use mode 'keyword'")
+    q = parse_query(query)
     want = offset + limit + 1
-    if mode == "keyword":
-        hits = search_notes(ws, query, limit=limit + 1, offset=offset, notebook_ids=notebook_ids, conn=conn)
+    if mode == "keyword" or not q.positive_terms:
+        hits = search_notes(ws, q, limit=limit + 1, offset=offset, notebook_ids=notebook_ids, conn=conn)
         out = [_from_keyword(h, float(h.score)) for h in hits]
         return HybridResult(out[:limit], "keyword", 0, len(out) > limit)
     assert index is not None
-    sem = index.search(query, limit=want, notebook_ids=notebook_ids, relevance="loose", one_per_note=True)
+    if conn is not None:
+        allowed = notes_allowed(conn, q, notebook_ids)
+    else:
+        with ws.read() as c:
+            allowed = notes_allowed(c, q, notebook_ids)
+    shape = query_shape_of(q)
+    sem = index.search(
+        semantic_text(q),
+        limit=want,
+        relevance=SEMANTIC_FLOOR if mode == "semantic" else FLOOR_BY_SHAPE[shape],
+        one_per_note=True,
+        notes=allowed,
+    )
     semantic = [_from_chunk(h) for h in sem.hits]
     if mode == "semantic":
         page = semantic[offset : offset + limit + 1]
         return HybridResult(page[:limit], "semantic", sem.pending_notes, len(page) > limit)
-    try:
-        keyword = [
-            _from_keyword(h, float(h.score))
-            for h in search_notes(ws, query, limit=want, notebook_ids=notebook_ids, conn=conn)
-        ]
-    except QueryError:
-        keyword = []
-    fused = fuse(query, keyword, semantic)
+    keyword = [
+        _from_keyword(h, float(h.score))
+        for h in search_notes(ws, q, limit=want, notebook_ids=notebook_ids, conn=conn)
+    ]
+    fused = fuse(shape, keyword, semantic)
     page = fused[offset : offset + limit + 1]
     return HybridResult(page[:limit], "hybrid", sem.pending_notes, len(page) > limit)
 
 
-def fuse(query: str, keyword: Sequence[NoteHit], semantic: Sequence[NoteHit]) -> list[NoteHit]:
-    """One ranking from two, weighted by the query's shape (see :func:`hybrid_search`)."""
-    shape = query_shape(query)
+def semantic_text(q: Query) -> str:
+    """What the semantic arm embeds: the positive words and phrases, as typed. Filters
+    and exclusions restrict the candidates instead; embedded, ``-stove`` would pull
+    notes about stoves closer."""
+    return " ".join(t.text for t in q.positive_terms)
+
+
+def query_shape_of(q: Query) -> QueryShape:
+    """:func:`query_shape` of a parsed query: a phrase, a prefix or a field-restricted
+    word is keyword syntax; otherwise the shape of its positive words."""
+    terms = q.positive_terms
+    if any(t.prefix or t.field != "all" or (t.phrase and " " in t.text.strip()) for t in terms):
+        return "keyword"
+    return query_shape(semantic_text(q))
+
+
+def fuse(shape: QueryShape | str, keyword: Sequence[NoteHit], semantic: Sequence[NoteHit]) -> list[NoteHit]:
+    """One ranking from two, by the query's shape (a shape, or the query text to read it from).
+
+    Keyword-shaped queries (phrases, codes, a word or two) keep keyword search's
+    ranking as it is, and the semantic hits it missed follow: hybrid then never does
+    worse than keyword search on what keyword syntax says best. Descriptions fuse the
+    two by weighted reciprocal rank, semantic search leading, and a description whose
+    words all match (keyword search is AND) weighs both alike.
+    """
+    if shape not in ("keyword", "natural"):
+        shape = query_shape(shape)
     if shape == "keyword":
-        wk, ws = 1.0, MINOR_WEIGHT
-    elif keyword:
+        return _keyword_first(keyword, semantic)
+    if keyword:
         wk, ws = 1.0, 1.0
     else:
         wk, ws = MINOR_WEIGHT, 1.0
@@ -164,6 +215,18 @@ def fuse(query: str, keyword: Sequence[NoteHit], semantic: Sequence[NoteHit]) ->
             )
         )
     return out
+
+
+def _keyword_first(keyword: Sequence[NoteHit], semantic: Sequence[NoteHit]) -> list[NoteHit]:
+    """Keyword hits in their order (``both`` when semantic search found them too), then
+    the semantic hits keyword search missed, in theirs."""
+    sem_ids = {h.id for h in semantic}
+    kw_ids = {h.id for h in keyword}
+    n = len(keyword) + len(semantic)
+    out = [replace(h, found_by="both" if h.id in sem_ids else "keyword") for h in keyword]
+    out += [h for h in semantic if h.id not in kw_ids]
+    # Scores that follow the order, comparable to the fused ones (higher is better).
+    return [replace(h, score=round((n - i) / (RRF_K + n), 6)) for i, h in enumerate(out)]
 
 
 def _from_keyword(h: Any, score: float) -> NoteHit:

@@ -545,8 +545,12 @@ class SemanticIndex:
         tag: str | None = None,
         relevance: Relevance = "normal",
         one_per_note: bool = False,
+        notes: sa.Select[Any] | None = None,
     ) -> SemanticResult:
-        """Chunks closest in meaning to ``query``, best first, above the relevance threshold."""
+        """Chunks closest in meaning to ``query``, best first, above the relevance threshold.
+
+        ``notes`` (a select of note ids, as :func:`noteloom.search.notes_allowed` gives)
+        keeps the search within those notes: the vector store filters inside its k-NN."""
         if relevance not in self.thresholds:
             raise InvalidInput(f"relevance {relevance!r} is not one of strict, normal, loose")
         if not query.strip():
@@ -559,7 +563,7 @@ class SemanticIndex:
                 return SemanticResult([], pending)
         vector = self.embedder.embed_query(query)
         with db.read_tx(self.engine) as conn:
-            candidates = _candidates(notebook_ids, tag)
+            candidates = _candidates(notebook_ids, tag, notes)
             k = limit * (8 if one_per_note else 2) + 16
             found = self.store.nearest(conn, vector, k, candidates)
             found = [(cid, s) for cid, s in found if s >= floor]
@@ -575,12 +579,19 @@ class SemanticIndex:
         return SemanticResult(hits[:limit], pending)
 
 
-def _candidates(notebook_ids: Collection[str] | None, tag: str | None) -> sa.Select[Any] | None:
+def _candidates(
+    notebook_ids: Collection[str] | None, tag: str | None, notes: sa.Select[Any] | None = None
+) -> sa.Select[Any] | None:
     """The chunk ids a filter allows, as a select (``None``: every chunk)."""
-    if notebook_ids is None and not tag:
+    if notebook_ids is None and not tag and notes is None:
         return None
     n = db.notes
+    if notebook_ids is None and not tag and notes is not None:
+        # Through the chunks' note index alone: the notes select has checked the notes.
+        return sa.select(chunks.c.id).where(chunks.c.note_id.in_(notes.scalar_subquery()))
     q = sa.select(chunks.c.id).select_from(chunks.join(n, n.c.id == chunks.c.note_id))
+    if notes is not None:
+        q = q.where(chunks.c.note_id.in_(notes.scalar_subquery()))
     if notebook_ids is not None:
         q = q.where(n.c.notebook_id.in_(list(notebook_ids)))
     if tag:

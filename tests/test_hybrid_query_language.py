@@ -1,0 +1,206 @@
+"""One query language: hybrid and semantic search obey every filter and exclusion keyword
+search does, on SQLite and on PostgreSQL (pgvector), with the real local model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from noteloom.app import App, open_app
+from noteloom.cli import cli
+from noteloom.config import load_settings
+from noteloom.errors import QueryError
+from noteloom.search import search_notes
+from noteloom.semantic import SemanticIndex, hybrid_search
+from semantic_support import local_model
+from test_tools_workspace import payload, tool_error
+
+MODES = ("keyword", "semantic", "hybrid")
+
+NOTES: dict[str, tuple[str, str, bool]] = {
+    # title: (notebook, body, is_todo)
+    "Winter camping": ("Trips", "# Cold nights\n\nThe tent gets cold at night, so we light the stove outside the tent.", False),
+    "Summer camping": ("Trips", "# Shade\n\nPitch the tent in the shade and open both doors of the tent.", False),
+    "Camp kitchen": ("Trips", "The gas stove boils water for pasta in ten minutes.", False),
+    "Buy tent pegs": ("Trips", "Twelve aluminium pegs for the tent, before Friday.", True),
+    "Balcony herbs": ("Garden", "# Basil\n\n## Watering\n\nBasil wilts when the soil dries out; water it every morning.", False),
+    "Tomatoes": ("Garden", "Tie the tomato plants to stakes and pinch out the side shoots.", False),
+    "Lisbon": ("Travel", "We took the train from Porto to Lisbon and stayed in a hotel by the river.", False),
+}
+
+
+@pytest.fixture(scope="module")
+def _model() -> Any:
+    return local_model()
+
+
+@pytest.fixture
+def corpus(any_app: App, _model: Any) -> Iterator[tuple[App, SemanticIndex]]:
+    ws = any_app.workspace
+    books = {name: ws.create_notebook(name).id for name in ("Trips", "Garden", "Travel")}
+    for title, (book, body, todo) in NOTES.items():
+        ws.create_note(title, body, books[book], is_todo=todo)
+    index = SemanticIndex(any_app.engine, _model)
+    index.sync()
+    any_app.services["semantic"] = index
+    yield any_app, index
+
+
+def titles(app: App, index: SemanticIndex, query: str, mode: str, **kw: Any) -> list[str]:
+    return [h.title for h in hybrid_search(app.workspace, index, query, mode=mode, **kw).hits]  # type: ignore[arg-type]
+
+
+def test_an_exclusion_excludes_in_every_mode(corpus: tuple[App, SemanticIndex]) -> None:
+    app, index = corpus
+    for mode in MODES:
+        found = titles(app, index, "tent -stove", mode)
+        assert "Summer camping" in found, mode
+        # Both notes that mention a stove are out, also the one only close in meaning.
+        assert not {"Winter camping", "Camp kitchen"} & set(found), (mode, found)
+
+
+def test_a_notebook_filter_restricts_the_semantic_arm(corpus: tuple[App, SemanticIndex]) -> None:
+    app, index = corpus
+    for mode in MODES:
+        found = titles(app, index, "notebook:Garden plants drying out", mode)
+        assert set(found) <= {"Balcony herbs", "Tomatoes"}, (mode, found)
+        if mode != "keyword":  # no Garden note has these words: found by meaning alone
+            assert found[0] == "Balcony herbs", (mode, found)
+        # A description of a note in another notebook finds it nowhere.
+        assert "Lisbon" not in titles(app, index, "notebook:Garden a rail journey to Lisbon", mode), mode
+
+
+def test_a_type_filter_restricts_the_semantic_arm(corpus: tuple[App, SemanticIndex]) -> None:
+    app, index = corpus
+    for mode in MODES:
+        assert titles(app, index, "type:todo tent", mode) == ["Buy tent pegs"], mode
+        assert "Buy tent pegs" not in titles(app, index, "type:note tent", mode), mode
+        semantic = titles(app, index, "type:todo camping equipment to purchase", mode)
+        assert set(semantic) <= {"Buy tent pegs"}, (mode, semantic)
+
+
+def test_the_notebook_scope_of_a_call_bounds_the_semantic_arm(corpus: tuple[App, SemanticIndex]) -> None:
+    app, index = corpus
+    garden = {b.id for b in app.workspace.list_notebooks() if b.title == "Garden"}
+    for mode in MODES:
+        found = titles(app, index, "a rail journey to Lisbon", mode, notebook_ids=garden)
+        assert "Lisbon" not in found, (mode, found)
+
+
+def test_a_word_in_no_note_finds_nothing_in_any_mode(corpus: tuple[App, SemanticIndex]) -> None:
+    app, index = corpus
+    for query in ("zqxvorp", '"zqxvorp blorft"'):
+        for mode in MODES:
+            assert titles(app, index, query, mode) == [], (query, mode)
+
+
+def test_an_unclosed_quote_is_the_same_clear_error_in_every_mode(corpus: tuple[App, SemanticIndex]) -> None:
+    app, index = corpus
+    messages = set()
+    for mode in MODES:
+        with pytest.raises(QueryError) as info:
+            hybrid_search(app.workspace, index, '"unclosed', mode=mode)  # type: ignore[arg-type]
+        messages.add(str(info.value))
+    assert len(messages) == 1 and "never closed" in messages.pop()
+
+
+def test_a_query_of_filters_only_is_the_keyword_result_without_sections(corpus: tuple[App, SemanticIndex]) -> None:
+    app, index = corpus
+    keyword = [h.id for h in search_notes(app.workspace, "notebook:Garden")]
+    assert len(keyword) == 2
+    for query in ("notebook:Garden", "notebook:Garden -tomato"):
+        expected = [h.id for h in search_notes(app.workspace, query)]
+        for mode in MODES:
+            result = hybrid_search(app.workspace, index, query, mode=mode)  # type: ignore[arg-type]
+            assert [h.id for h in result.hits] == expected, (query, mode)
+            assert all(h.section is None and h.section_heading is None for h in result.hits)
+
+
+def test_hybrid_keeps_the_keyword_ranking_for_keyword_syntax(corpus: tuple[App, SemanticIndex]) -> None:
+    app, index = corpus
+    for query in ("tent", '"the tent"', "tent*", "title:camping", "stove -title:kitchen"):
+        keyword = titles(app, index, query, "keyword")
+        assert keyword, query
+        assert titles(app, index, query, "hybrid")[: len(keyword)] == keyword, query
+
+
+@pytest.mark.anyio
+async def test_the_search_tools_speak_the_query_language(corpus: tuple[App, SemanticIndex]) -> None:
+    app, _ = corpus
+    for mode in MODES:
+        out = await payload(app, "search_notes", {"query": "tent -stove", "mode": mode})
+        assert "Winter camping" not in {r["title"] for r in out["results"]}, mode
+        filters_only = await payload(app, "search_notes", {"query": "notebook:Garden", "mode": mode})
+        assert {r["title"] for r in filters_only["results"]} == {"Balcony herbs", "Tomatoes"}
+        assert all("section" not in r for r in filters_only["results"]), mode
+    errors = {await tool_error(app, "search_notes", {"query": '"unclosed', "mode": m}) for m in MODES}
+    errors.add(await tool_error(app, "semantic_search_notes", {"query": '"unclosed'}))
+    assert len(errors) == 1, errors
+    sem = await payload(app, "semantic_search_notes", {"query": "notebook:Garden plants drying out", "relevance": "loose"})
+    assert sem["results"] and {r["notebook"] for r in sem["results"]} == {"Garden"}
+    assert not (await payload(app, "semantic_search_notes", {"query": "zqxvorp"}))["results"]
+    assert "only filters" in await tool_error(app, "semantic_search_notes", {"query": "type:todo"})
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _model: Any) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    # Full precision, the model the tests load once (the default is its int8 variant).
+    (home / "noteloom.toml").write_text("[embeddings]\nquantize = false\n", encoding="utf-8")
+    monkeypatch.setenv("NOTELOOM_HOME", str(home))
+    monkeypatch.delenv("NOTELOOM_DATABASE_URL", raising=False)
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        ws = app.workspace
+        ws.create_note("Summer camping", NOTES["Summer camping"][1], tags=["trips"])
+        ws.create_note("Camp kitchen", NOTES["Camp kitchen"][1])
+        SemanticIndex(app.engine, _model).sync()
+    finally:
+        app.close()
+    return home
+
+
+def search(*args: str, ok: bool = True) -> Any:
+    result = CliRunner().invoke(cli, ["notes", "search", *args])
+    if ok:
+        assert result.exit_code == 0, f"{args}: {result.output}"
+    else:
+        assert result.exit_code != 0, f"{args} should have failed: {result.output}"
+    return result
+
+
+def test_the_cli_takes_a_query_that_starts_with_a_dash(cli_home: Path) -> None:
+    untagged = json.loads(search("-tag:*", "--json").stdout)
+    assert [h["title"] for h in untagged] == ["Camp kitchen"]
+    # Options still work on either side of the query, and -- ends them.
+    assert [h["title"] for h in json.loads(search("--json", "tent", "-stove").stdout)] == ["Summer camping"]
+    assert [h["title"] for h in json.loads(search("tent", "--limit", "1", "--json").stdout)] == ["Summer camping"]
+    # After --, "--limit" is query text: notes without the word "limit" (both).
+    assert len(json.loads(search("--json", "--", "--limit").stdout)) == 2
+    listed = search("tent", "--", "--json").stdout
+    assert listed.startswith(tuple("0123456789abcdef")) and "Summer camping" in listed, "--json was query text"
+
+
+def test_the_cli_searches_in_every_mode(cli_home: Path) -> None:
+    for mode in MODES:
+        found = json.loads(search("--mode", mode, "--json", "tent", "-stove").stdout)
+        assert [h["title"] for h in found] == ["Summer camping"], mode
+    meaning = json.loads(search("--mode", "semantic", "--json", "boiling water for dinner").stdout)
+    assert meaning[0]["title"] == "Camp kitchen"
+    assert "--mode takes keyword, semantic or hybrid" in search("--mode", "fuzzy", "x", ok=False).output
+    unclosed = search("--mode", "hybrid", '"unclosed', ok=False)
+    assert "never closed" in unclosed.output and "Traceback" not in unclosed.output
