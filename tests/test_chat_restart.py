@@ -237,7 +237,7 @@ async def test_approving_after_a_restart_goes_on_from_the_held_call_without_repe
         first.close()
     assert parked["status"] == "awaiting_confirmation" and parked["content"] == "I will delete it."
     # The card names the note as a person knows it.
-    assert parked["pending_action"]["description"] == f"Move note “Old plans” ({note.id}) to the trash."
+    assert parked["pending_action"]["description"] == "Move 'Old plans' (Notes) to the trash."
     assert [e.kind for e in before].count("tool_call") == 1
 
     # The model's next answer, for the process that runs the turn after the restart.
