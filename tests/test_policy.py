@@ -4,11 +4,17 @@ by title and notebook."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+from typer.testing import CliRunner
 
-from noteloom.app import App
+from noteloom.app import App, access_token, open_app
+from noteloom.cli import cli
+from noteloom.config import load_settings
 from noteloom.default_plugins.workspace_tools import (
     CREATE_NOTE,
     CREATE_NOTEBOOK,
@@ -31,6 +37,7 @@ from noteloom.policy import (
     workspace_policies,
 )
 from noteloom.tools import ToolContext, ToolDef
+from noteloom.web.app import create_web_app
 
 
 async def _noop(ctx: ToolContext, args: dict[str, Any]) -> Any:
@@ -130,3 +137,60 @@ def test_cards_name_notes_by_title_and_notebook_path(app: App) -> None:
     assert describe_call(DELETE_NOTE, {"id": "0" * 32}, ws) == f"Move note {'0' * 32!r} to the trash."
     assert describe_call(PLUGIN_WRITER, {"id": note.id, "level": 3}, ws) == (
         "plugin_writer on 'Packing list' (Travel/Packing) with level=3.")
+
+
+# -- the CLI and the API set the same setting ------------------------------------------------
+
+
+def test_the_cli_sets_shows_and_clears_a_policy_and_tools_list_shows_it(app: App) -> None:
+    runner = CliRunner()
+    home = str(app.settings.data_dir)
+
+    def tools(*args: str) -> tuple[int, str, str]:
+        result = runner.invoke(cli, ["tools", *args, "--home", home])
+        return result.exit_code, result.stdout, result.stderr
+
+    assert tools("policy", "update_note") == (0, "update_note: confirm* (the tool's default)\n", "")
+    assert tools("policy", "update_note", "deny") == (0, "update_note: deny\n", "")
+    code, out, _ = tools("list", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0 and rows["update_note"]["policy"] == "deny" and rows["update_note"]["policy_default"] == "confirm*"
+    assert rows["search_notes"]["policy"] == "auto" and rows["delete_note"]["policy"] == "confirm"
+    assert tools("policy", "update_note", "--clear") == (0, "update_note: confirm* (the tool's default)\n", "")
+    code, _, err = tools("policy", "update_note", "sometimes")
+    assert code != 0 and "'sometimes' is not a policy; use one of auto, confirm, deny" in err
+    code, _, err = tools("policy", "no_such_tool", "auto")
+    assert code != 0 and "no tool named 'no_such_tool'" in err
+    assert app.workspace.get_setting("tool.update_note.policy") is None
+
+
+@pytest.mark.anyio
+async def test_the_api_reads_and_sets_a_policy_and_says_what_the_settings_file_overrules(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "noteloom.toml").write_text('[agent.tool_policies]\nmanage_tags = "confirm"\n')
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        transport = httpx2.ASGITransport(app=create_web_app(app))
+        async with httpx2.AsyncClient(transport=transport, base_url="http://testserver",
+                                      headers={"Authorization": f"Bearer {access_token(app)}"}) as c:
+            r = await c.get("/api/v1/tools/update_note/policy")
+            assert r.status_code == 200
+            assert r.json() == {"name": "update_note", "policy": "confirm*", "setting": None, "file": None,
+                                "default": "confirm*"}
+            r = await c.put("/api/v1/tools/update_note/policy", json={"policy": "deny"})
+            assert r.status_code == 200 and r.json()["policy"] == "deny" and r.json()["setting"] == "deny"
+            assert app.workspace.get_setting("tool.update_note.policy") == "deny"
+            r = await c.put("/api/v1/tools/manage_tags/policy", json={"policy": "auto"})
+            assert r.json() == {"name": "manage_tags", "policy": "confirm", "setting": "auto", "file": "confirm",
+                                "default": "confirm*"}, "noteloom.toml wins over the workspace setting"
+            r = await c.put("/api/v1/tools/update_note/policy", json={"policy": None})
+            assert r.json()["policy"] == "confirm*" and r.json()["setting"] is None
+            bad = await c.put("/api/v1/tools/update_note/policy", json={"policy": "sometimes"})
+            assert bad.status_code == 422 and bad.json()["error"] == "invalid_input"
+            missing = await c.get("/api/v1/tools/no_such_tool/policy")
+            assert missing.status_code == 404 and "no tool named 'no_such_tool'" in missing.json()["message"]
+            anonymous = await c.get("/api/v1/tools/update_note/policy", headers={"Authorization": ""})
+            assert anonymous.status_code == 401
+    finally:
+        app.close()
