@@ -17,6 +17,7 @@ from chat_support import collect, running_chat, scripted, settle
 from llm_support import Ledger, standard_tools
 from noteloom.agent import (
     MIN_CALL_TOKENS,
+    UNKNOWN_MAX_TOKENS,
     ActivityEvent,
     Budgets,
     DoneEvent,
@@ -35,7 +36,14 @@ from noteloom.config import load_settings
 from noteloom.errors import ConfigError, InvalidInput
 from noteloom.messages import Message, TextPart
 from noteloom.providers.anthropic import AnthropicProvider
-from noteloom.providers.base import ModelRequest, ToolSpec, call_max_output, estimate_input_tokens
+from noteloom.providers.base import (
+    ModelRequest,
+    ProviderConfig,
+    ToolSpec,
+    call_max_output,
+    estimate_input_tokens,
+)
+from noteloom.providers.openai_compat import OpenAICompatProvider
 from noteloom.providers.scripted import ScriptedProvider
 from noteloom.tools import ToolContext, ToolDef
 from noteloom.web.app import create_web_app
@@ -108,6 +116,11 @@ async def test_with_no_known_output_limit_a_priced_call_gets_one_that_fits_the_b
     await turn.run(RunOptions(max_cost=Decimal("0.05")))
     (request,) = turn.provider.requests
     assert request.max_tokens is not None and worst_case(request) <= Decimal("0.05")
+    assert request.max_tokens > 5000  # about all of the $0.05: 5,555 tokens at $9 per million
+    # A budget that would afford more than any model writes: the limit stays one every model takes.
+    rich = Turn(app, [{"text": "hi", "usage": {"input_tokens": 10, "output_tokens": 10}}], prices=PRICES)
+    await rich.run(RunOptions(max_cost=Decimal("100")))
+    assert rich.provider.requests[0].max_tokens == UNKNOWN_MAX_TOKENS
 
 
 async def test_free_and_unpriced_calls_are_never_limited_by_a_cost_budget(app: App) -> None:
@@ -214,6 +227,15 @@ def test_the_worst_case_output_is_what_the_adapter_sends_else_the_requests_limit
     assert call_max_output(claude, ModelRequest("claude-sonnet-4-6", tuple(ASK), max_tokens=700)) == 700
     scripted = ScriptedProvider(steps=[])
     assert call_max_output(scripted, plain) is None
+    table = ProviderConfig("big", "openai", {"base_url": "https://llm.example.invalid/v1", "max_output_tokens": 32000},
+                           api_key="k")
+    big = OpenAICompatProvider.from_config(table)
+    assert call_max_output(big, plain) == 32000 and call_max_output(big, ModelRequest("m", (), max_tokens=9)) == 9
+    assert call_max_output(OpenAICompatProvider("o", api_key="k"), plain) is None
+    for bad in (0, -5, "lots"):
+        with pytest.raises(ConfigError, match=r"\[providers.big\]: max_output_tokens"):
+            OpenAICompatProvider.from_config(ProviderConfig("big", "openai", {**table.options, "max_output_tokens": bad},
+                                                            api_key="k"))
     assert call_max_output(scripted, ModelRequest("m", tuple(ASK), max_tokens=42)) == 42
 
 

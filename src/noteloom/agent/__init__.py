@@ -79,6 +79,7 @@ from noteloom.agent.loop import (
     MIN_CALL_TOKENS,
     POLICY_KEY,
     RESULT_CAP_KEY,
+    UNKNOWN_MAX_TOKENS,
     WAITING_FOR_MODEL,
     run,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "POLICY_KEY",
     "RESULT_CAP_KEY",
     "STOP_REASONS",
+    "UNKNOWN_MAX_TOKENS",
     "WAITING_FOR_MODEL",
     "ActivityEvent",
     "Budgets",

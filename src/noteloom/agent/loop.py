@@ -82,6 +82,10 @@ WAITING_FOR_MODEL = "Waiting for {model}…"
 #: The fewest output tokens a call is sent with when the loop lowers its limit to what
 #: is left of the cost budget; a call that cannot afford even these is not made.
 MIN_CALL_TOKENS = 256
+#: The output limit a priced call under a cost budget is sent with when nothing else bounds
+#: it (no ``max_tokens``, no ``max_output_tokens`` for the provider): every current model
+#: of the big vendors can write this much, and a turn may make several calls.
+UNKNOWN_MAX_TOKENS = 8192
 
 
 @dataclass
@@ -244,11 +248,13 @@ class _Run:
         most = call_max_output(self.provider, request)
         if most is not None and base + most * rate <= left:
             return request
-        # No known output limit, or one the rest of the budget cannot pay for: send the most it can.
+        # No known output limit, or one the rest of the budget cannot pay for: send the most it
+        # can. With no known limit, never more than UNKNOWN_MAX_TOKENS: a limit above the model's
+        # own maximum is refused by some vendors (OpenAI answers 400).
         fits = int((left - base) / rate) if rate > 0 else (MIN_CALL_TOKENS if base <= left else 0)
         if fits < MIN_CALL_TOKENS:
             return None
-        return dataclasses.replace(request, max_tokens=fits if most is None else min(most, fits))
+        return dataclasses.replace(request, max_tokens=min(fits, UNKNOWN_MAX_TOKENS if most is None else most))
 
     async def finish(self, reason: StopReason, error: ProviderError | None = None) -> RunResult:
         limit = self.limit if reason in ("budget_exceeded", "max_steps") else None

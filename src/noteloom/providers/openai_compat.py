@@ -42,7 +42,7 @@ from noteloom.providers.base import (
     token_count,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
-from noteloom.providers.sdk import SdkProvider, common_options
+from noteloom.providers.sdk import SdkProvider, common_options, max_output_option
 from noteloom.providers.think import Kind, ThinkSplitter
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class OpenAICompatProvider(SdkProvider):
         extra = config.options.get("extra_body", {})
         if not isinstance(extra, Mapping):
             raise ConfigError(f"{config.where}: extra_body must be a table")
-        return cls(
+        provider = cls(
             config.name,
             **common_options(config, "OPENAI_API_KEY"),
             send_reasoning_effort=config.get_bool("reasoning_effort", True),
@@ -106,6 +106,8 @@ class OpenAICompatProvider(SdkProvider):
             stream_usage=config.get_bool("stream_usage", True),
             extra_body=extra,
         )
+        provider.max_output_tokens = max_output_option(config)
+        return provider
 
     def _sdk(self) -> openai.AsyncOpenAI:
         import openai

@@ -15,6 +15,7 @@ from noteloom.errors import ConfigError
 from noteloom.jsonvalues import encodable_values
 from noteloom.messages import StreamEvent, Usage
 from noteloom.providers.base import (
+    ModelRequest,
     ProviderConfig,
     Timeouts,
     is_local_url,
@@ -55,6 +56,9 @@ class SdkProvider:
     timeouts: Timeouts
     max_retries: int
     prices: dict[str, Mapping[str, float]]
+    #: The most output tokens a call may produce when the request sets no limit (the
+    #: table's ``max_output_tokens``); ``None``: the model's own maximum, unknown here.
+    max_output_tokens: int | None = None
     _models: list[str]
     _http_client: httpx2.AsyncClient | None
     _client: Any
@@ -93,6 +97,10 @@ class SdkProvider:
 
     def models(self) -> list[str]:
         return list(self._models)
+
+    def max_output(self, request: ModelRequest) -> int | None:
+        """The output limit of ``request`` on this provider, for a budget's worst case."""
+        return request.max_tokens or self.max_output_tokens
 
     def cost(self, model: str, usage: Usage) -> Decimal | None:
         return price_of(
@@ -196,3 +204,14 @@ def common_options(config: ProviderConfig, key_env: str) -> dict[str, Any]:
         "max_retries": config.get_int("max_retries", 2),
         "prices": config.get_prices(),
     }
+
+
+def max_output_option(config: ProviderConfig) -> int | None:
+    """``max_output_tokens = N``: what a call of this provider can produce at most when it sets
+    no limit of its own (genai-prices knows context windows, not output limits)."""
+    if "max_output_tokens" not in config.options:
+        return None
+    value = config.get_int("max_output_tokens", 0)
+    if value < 1:
+        raise ConfigError(f"{config.where}: max_output_tokens must be a whole number above 0, not {value!r}")
+    return value
