@@ -5,7 +5,12 @@ steps as the final text does, one fence nonce per turn."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -192,3 +197,134 @@ async def test_a_clipped_note_is_fenced_with_the_nonce_the_contract_names(app: A
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# -- start-up, errors, the serving port (real processes) -----------------------------------------
+
+PROBE = """
+import json, sys
+from noteloom.cli import main
+try:
+    main()
+finally:
+    print("MODULES " + json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+BOOM_PLUGIN = """
+import sys, types
+import noteloom.plugins
+from noteloom.plugins import hookimpl
+from noteloom.tools import ToolDef
+
+async def explode(ctx, args):
+    raise RuntimeError("the flux capacitor\\nis on fire")
+
+module = types.ModuleType("boom_plugin")
+
+@hookimpl
+def register_tools(register):
+    register(ToolDef("explode", "Explode.", {"type": "object", "properties": {}}, explode, default_enabled=True))
+
+module.register_tools = register_tools
+sys.modules["boom_plugin"] = module
+noteloom.plugins.DEFAULT_PLUGINS = [*noteloom.plugins.DEFAULT_PLUGINS, "boom_plugin"]
+"""
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {**os.environ, "NOTELOOM_HOME": str(home)}
+    env.pop("NOTELOOM_DATABASE_URL", None)
+    return env
+
+
+def _noteloom(home: Path, *args: str, code: str = PROBE, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code, *args], env=_env(home), capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("args", [["ask", "-m", "echo", "hi"], ["notes", "list"]])
+def test_a_command_that_computes_no_embedding_imports_no_model_machinery(tmp_path: Path, args: list[str]) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    assert _noteloom(home, "notes", "add", "Packing list", "--body", "tent, stove").returncode == 0
+    done = _noteloom(home, *args)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
+    loaded = set(json.loads(line.removeprefix("MODULES ")))
+    assert not {"torch", "sentence_transformers"} & loaded
+    # Nor the rest of what only some commands need (the web server, the SDKs, numpy, Alembic).
+    assert not {"fastapi", "uvicorn", "openai", "anthropic", "numpy", "alembic", "rich.progress"} & loaded
+
+
+def test_a_failing_tool_is_one_line_in_the_terminal_and_its_stack_goes_to_the_log(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "explode"}]}, {"text": "It failed."}]))
+    (home / "noteloom.toml").write_text(f'[providers.play]\ntype = "scripted"\nscript = "{script}"\n')
+    done = _noteloom(home, "ask", "go", "-m", "play", code=BOOM_PLUGIN + PROBE)
+    assert done.returncode == 0
+    assert done.stdout == "It failed.\n"
+    shown = [x for x in done.stderr.splitlines() if not x.startswith("MODULES ")]
+    assert "Traceback" not in done.stderr
+    failures = [x for x in shown if "explode" in x and "✗" in x]
+    assert len(failures) == 1 and "internal error" in failures[0]
+    assert [x for x in shown if x.startswith(("→", "  ✗", "[play:"))] == shown, shown
+    log = (home / "noteloom.log").read_text()
+    assert "RuntimeError: the flux capacitor" in log and "Traceback" in log
+    assert (home / "noteloom.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_unexpected_error_is_one_line_naming_the_log_and_verbose(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    # A bug in the domain, as a command meets it: list_notes raises something no one expects.
+    crash = PROBE.replace("from noteloom.cli import main", (
+        "from noteloom.workspace import Workspace\n"
+        "def broken(*args, **kwargs):\n    raise KeyError('surprise')\n"
+        "Workspace.list_notes = broken\n"
+        "from noteloom.cli import main"))
+    done = _noteloom(home, "notes", "list", code=crash)
+    shown = [x for x in done.stderr.splitlines() if not x.startswith("MODULES ")]
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(shown) == 1 and shown[0].startswith("error: unexpected KeyError")
+    assert "run with --verbose for details" in shown[0] and str(home / "noteloom.log") in shown[0]
+    assert "KeyError: 'surprise'" in (home / "noteloom.log").read_text()
+    verbose = _noteloom(home, "--verbose", "notes", "list", code=crash)
+    assert verbose.returncode == 1 and "Traceback" in verbose.stderr
+
+
+def test_mcp_status_names_the_port_actually_serving_or_says_not_running(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    status = _noteloom(home, "mcp", "status")
+    assert status.returncode == 0 and "http:  not running" in status.stdout
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "noteloom", "serve", "--port", str(port)], env=_env(home),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert server.stdout is not None
+        for line in server.stdout:  # the runtime file is written before the URL is printed
+            if "web:" in line:
+                break
+        runtime = home / "server.json"
+        assert runtime.stat().st_mode & 0o777 == 0o600
+        status = _noteloom(home, "mcp", "status")
+        assert f"http:  http://localhost:{port}/mcp (served by process {server.pid})" in status.stdout
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
+    assert not runtime.exists(), "removed when the server stops"
+    assert "not running" in _noteloom(home, "mcp", "status").stdout
+
+
+def test_the_migration_heads_read_without_alembic_are_alembics_own() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from noteloom import db
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))
+    assert db.migration_heads() == set(ScriptDirectory.from_config(cfg).get_heads())

@@ -19,7 +19,6 @@ from sqlalchemy.engine import Engine, make_url
 from noteloom import db
 from noteloom.config import SETTINGS_FILE, Settings, load_settings
 from noteloom.errors import AuthError
-from noteloom.interop.staging import clean_stale
 from noteloom.plugins import plugin_manager
 from noteloom.providers import provider_registry
 from noteloom.semantic import open_index
@@ -140,8 +139,12 @@ def open_app(
     db.migrate(engine)
     workspace = Workspace(engine, settings.data_dir)
     # What imports killed mid-way left: their staging folders, and files moved into place
-    # for rows that never committed.
-    clean_stale(workspace)
+    # for rows that never committed. Only looked into when there are any: the import
+    # machinery is not loaded by every command.
+    if glob.glob(glob.escape(str(settings.data_dir)) + "/.import-*"):
+        from noteloom.interop.staging import clean_stale
+
+        clean_stale(workspace)
     if settings.trash_retention_days:
         workspace.purge_expired(settings.trash_retention_days)
     pm = plugin_manager(plugins, load_entry_points=load_entry_points)

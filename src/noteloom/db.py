@@ -9,6 +9,9 @@ migrations in ``noteloom/migrations`` are applied when the app starts.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 import re
 import secrets
 import threading
@@ -303,14 +306,26 @@ def _sqlite_module() -> dict[str, Any]:
     return {"module": dbapi2}
 
 
+@functools.cache
+def _sqlite_vec_path() -> str | None:
+    """Where the sqlite-vec package keeps its loadable extension, found without importing the
+    package (its ``__init__`` imports numpy: a quarter of a second on every command)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    # What sqlite_vec.loadable_path() returns: the package folder's "vec0" (SQLite adds the suffix).
+    return os.path.normpath(os.path.join(next(iter(spec.submodule_search_locations)), "vec0"))
+
+
 def _load_sqlite_vec(dbapi_conn: Any) -> None:
     """Load sqlite-vec into a new connection when the module and the driver allow it."""
     try:
-        import sqlite_vec  # type: ignore[import-untyped, unused-ignore]
-
+        where = _sqlite_vec_path()
+        if where is None:
+            return
         dbapi_conn.enable_load_extension(True)
         try:
-            sqlite_vec.load(dbapi_conn)
+            dbapi_conn.load_extension(where)
         finally:
             dbapi_conn.enable_load_extension(False)
     except Exception:  # without it, vectors are searched in memory instead
@@ -329,9 +344,47 @@ def sqlite_vec_available(engine: Engine) -> bool:
     return True
 
 
+_REVISION_LINE = re.compile(r"""^(down_revision|revision)(?:\s*:\s*[\w\[\], |]+)?\s*=\s*(?:["']([^"']+)["']|(None))\s*$""",
+                            re.MULTILINE)
+
+
+def migration_heads() -> set[str] | None:
+    """The newest revision of every migration branch, read from the scripts' own
+    ``revision = "…"`` / ``down_revision = "…"`` lines without importing Alembic; ``None``
+    when a script is written some other way (a merge, a tuple): then Alembic decides."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in Path(__file__).with_name("migrations").joinpath("versions").glob("*.py"):
+        found = {m.group(1): m.group(2) or None for m in _REVISION_LINE.finditer(script.read_text(encoding="utf-8"))}
+        if "revision" not in found or found["revision"] is None or "down_revision" not in found:
+            return None
+        revisions.add(found["revision"])
+        if found["down_revision"] is not None:
+            parents.add(found["down_revision"])
+    return revisions - parents if revisions else None
+
+
+def _at_heads(engine: Engine) -> bool:
+    """Whether the database is at every head already (one small query, no Alembic import)."""
+    heads = migration_heads()
+    if heads is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            stored = {r[0] for r in conn.execute(sa.text("SELECT version_num FROM alembic_version"))}
+    except sa.exc.DBAPIError:
+        return False  # a new database: no version table yet
+    return stored == heads
+
+
 def migrate(engine: Engine) -> None:
     """Bring the schema up to the newest migration of every branch (features own their own
-    migration branches off 0001, so independent features need no shared ordering)."""
+    migration branches off 0001, so independent features need no shared ordering).
+
+    A database at every head already is left alone without importing Alembic: that costs
+    a few hundred milliseconds of CPU every command would pay."""
+    if _at_heads(engine):
+        return
     from alembic import command
     from alembic.config import Config
 

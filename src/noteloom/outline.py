@@ -26,11 +26,11 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-from markdown_it.common import utils as _md_utils
-from markdown_it.token import Token
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 from noteloom.errors import SectionError
 
@@ -53,8 +53,30 @@ OUTLINE_HEADER = "path\tchars\theading"
 # "---" / "title: x" / "---" opening reads as a rule and a setext heading.
 # The block pass alone tells where headings are, and inline parsing is most of
 # markdown-it's cost on a long note, so it runs only on the heading texts.
-_BLOCKS = MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
-_INLINE = MarkdownIt("commonmark").enable("strikethrough")
+# The parsers are made on first use: importing markdown-it is a cost every command would
+# pay, and most never outline a note.
+
+
+@functools.cache
+def _blocks() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+
+
+@functools.cache
+def _inline() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("strikethrough")
+
+
+@functools.cache
+def _md_trim() -> str | None:
+    """What markdown-it trims off an ATX heading's text (3.x strips all whitespace)."""
+    from markdown_it.common import utils as md_utils
+
+    return getattr(md_utils, "MD_TRIM_CHARS", None)
 
 # markdown-it normalises \r\n and lone \r to \n before numbering lines.
 _LINE_BREAK = re.compile(r"\r\n?|\n")
@@ -253,7 +275,7 @@ def _headings_markdown_it(norm: str) -> list[tuple[int, int, str]]:
     Each is (offset of its first line, level, collapsed plain text), in order.
     """
     env: dict[str, Any] = {}
-    tokens = _BLOCKS.parse(norm, env)
+    tokens = _blocks().parse(norm, env)
     line_starts = [0]
     line_starts.extend(m.end() for m in re.finditer("\n", norm))
     return _collect_headings(tokens, env, line_starts.__getitem__)
@@ -274,7 +296,7 @@ def _heading_text(content: str, env: dict[str, Any]) -> str:
     """The collapsed plain text of a heading's inline source."""
     if _INLINE_MARKUP.search(content) is None:
         return _collapse(content)
-    return _collapse(_plain_text(_INLINE.parseInline(content, env)))
+    return _collapse(_plain_text(_inline().parseInline(content, env)))
 
 
 # The fast path. markdown-it spends ~35 ms on the block structure of a
@@ -327,8 +349,6 @@ _MAYBE_RELEVANT = re.compile(
     r"|\]:",  # link reference definition
     re.MULTILINE,
 )
-# What markdown-it trims off an ATX heading's text (3.x strips all whitespace).
-_MD_TRIM: str | None = getattr(_md_utils, "MD_TRIM_CHARS", None)
 # Where inline markup can start (escape, code span, emphasis, link or image,
 # autolink or HTML, entity, strikethrough); text without any reads as itself.
 _INLINE_MARKUP = re.compile(r"[\\`*_<\[]|~~|&[#A-Za-z0-9]")
@@ -361,7 +381,7 @@ def _headings_fast(norm: str) -> list[tuple[int, int, str]] | None:
     pieces = [norm[starts[first] : ends[last]] for first, last in runs]
     concat = "".join(pieces)
     env: dict[str, Any] = {}
-    tokens = _BLOCKS.parse(concat, env) if concat else []
+    tokens = _blocks().parse(concat, env) if concat else []
     line_starts = [0]
     line_starts.extend(m.end() for m in re.finditer("\n", concat))
     run_at: list[int] = []  # offset of each run in the concatenation
@@ -412,7 +432,7 @@ def _lone_atx_heading(norm: str, start: int, end: int) -> tuple[int, str] | None
     hashes = len(line[:stop].rstrip("#"))
     if hashes > level and line[hashes - 1] in " \t":
         stop = hashes
-    return level, line[level:stop].strip(_MD_TRIM)
+    return level, line[level:stop].strip(_md_trim())
 
 
 def _chunk_starts(norm: str) -> list[int]:
@@ -474,3 +494,12 @@ def _plain_text(tokens: Sequence[Token]) -> str:
         elif token.type in ("softbreak", "hardbreak"):
             parts.append(" ")
     return "".join(parts)
+
+
+def __getattr__(name: str) -> Any:
+    # The parsers' old module-level names, made on first use like the rest.
+    if name == "_BLOCKS":
+        return _blocks()
+    if name == "_INLINE":
+        return _inline()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

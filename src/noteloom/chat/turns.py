@@ -52,6 +52,7 @@ from noteloom.agent import (
     run,
 )
 from noteloom.agent import PendingAction as HeldCall
+from noteloom.agent.steps import StepJoiner, visible_text
 from noteloom.chat.eventlog import LiveTurn, LiveTurns, append_events, last_seq
 from noteloom.chat.history import cap_history, history_before
 from noteloom.chat.liveness import RunnerLease, runner_gone, sweep_leases
@@ -120,38 +121,6 @@ class _Outcome:
     content: str | None = None
     #: The budget that ended the turn (``max_steps``, ``max_cost``, ``time_limit`` …).
     limit: str | None = None
-
-
-#: What separates the text of two model calls of one turn, in the final text and as it streams.
-STEP_BREAK = "\n\n"
-
-
-def visible_text(messages: Sequence[Message]) -> str:
-    return STEP_BREAK.join(m.text for m in messages if m.role == "assistant" and m.text)
-
-
-class StepJoiner:
-    """Joins streamed text the way ``visible_text`` joins the final one: the first text of
-    a model call after an earlier call wrote text is preceded by ``STEP_BREAK``.
-
-    Feed it every agent event in order; ``text`` gives what to show for a text delta.
-    """
-
-    def __init__(self) -> None:
-        self._wrote = False  # some earlier model call of this run wrote text
-        self._step_wrote = False  # the current model call did
-
-    def boundary(self) -> None:
-        """An activity event: the current model call is over (a tool runs, or another call starts)."""
-        self._wrote = self._wrote or self._step_wrote
-        self._step_wrote = False
-
-    def text(self, delta: str) -> str:
-        if not delta:
-            return delta
-        head = STEP_BREAK if self._wrote and not self._step_wrote else ""
-        self._step_wrote = True
-        return head + delta
 
 
 class TurnRunner:
@@ -430,7 +399,11 @@ class TurnRunner:
             nonce=nonce,
         )
         # The conversation's budgets, then [agent] in noteloom.toml, then the loop's defaults.
-        options = controls.budgets().over(self.settings.budgets).options(options)
+        budgets = controls.budgets().over(self.settings.budgets)
+        if msg.transcript:  # resumed after a confirmation: what the turn spent so far counts
+            steps = sum(1 for m in msg.transcript if m.role == "assistant")
+            budgets = budgets.left_after(steps, msg.usage.output_tokens, msg.cost_usd)
+        options = budgets.options(options)
         sink = _Sink(
             live,
             # The held call of a resumed turn is dispatched again; its card showed it already.

@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from noteloom.cli.common import fail
+from noteloom.cli.common import LOGS, fail, terminal_logging, unexpected
 from noteloom.cli.terminal import guard
 
 cli = typer.Typer(
@@ -20,11 +20,20 @@ cli = typer.Typer(
 )
 
 
+#: Commands that run a server keep the server's own logging (stacks on stderr).
+SERVER_COMMANDS = {"serve"}
+
+
 @cli.callback()
-def _every_command() -> None:
+def _every_command(
+    ctx: typer.Context,
+    verbose: bool = typer.Option(False, "--verbose", help="Show log details and stacks on stderr."),
+) -> None:
     # Before any command prints: titles, bodies, answers and errors may carry terminal
     # escape sequences from whoever wrote them (see noteloom.cli.terminal).
     guard()
+    if ctx.invoked_subcommand not in SERVER_COMMANDS:
+        terminal_logging(verbose)
 
 
 # Command-group modules, in the order their commands show in --help.
@@ -51,3 +60,7 @@ def main() -> None:
         fail(str(exc))
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:  # a bug: one line here, the stack in the log (or on stderr with --verbose)
+        if LOGS.verbose:
+            raise
+        unexpected(exc)

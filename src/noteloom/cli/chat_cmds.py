@@ -32,8 +32,8 @@ from noteloom.agent import (
     run,
 )
 from noteloom.agent.framing import fence
+from noteloom.agent.steps import StepJoiner, visible_text
 from noteloom.app import App
-from noteloom.chat.turns import StepJoiner, visible_text
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.providers import THINKING_LEVELS, Provider, ProviderRegistry, ThinkingLevel

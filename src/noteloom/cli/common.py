@@ -6,11 +6,14 @@ command), so no print site needs to clean what it shows."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,6 +28,80 @@ from noteloom.errors import NoteloomError
 def fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise SystemExit(code)
+
+
+# -- logs: one line on the terminal, the details in the data folder's log ------------------
+
+LOG_FILE = "noteloom.log"
+LOG_MAX_BYTES = 1_000_000
+VERBOSE_HINT = "run with --verbose for details"
+_OURS = "_noteloom_terminal"
+
+
+@dataclass
+class _LogState:
+    verbose: bool = False
+    file: Path | None = None
+
+
+LOGS = _LogState()
+
+
+class _OneLine(logging.Formatter):
+    """``warning: the message's first line``: no stack, no timestamp, on the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        lines = record.getMessage().strip().splitlines() or [""]
+        return f"{record.levelname.lower()}: {lines[0]}"
+
+
+def _on_terminal(record: logging.LogRecord) -> bool:
+    # A record with a stack is a bug its surface already reported in one line (a tool's
+    # "internal error … (it was logged)", a failed turn): the stack goes to the log only.
+    return LOGS.verbose or not record.exc_info
+
+
+def terminal_logging(verbose: bool) -> None:
+    """Logs of a command run in a terminal: warnings as one line on stderr (with stacks
+    under ``--verbose``); ``log_to_file`` adds the data folder's log once it is known."""
+    LOGS.verbose, LOGS.file = verbose, None
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if getattr(h, _OURS, False)]:
+        root.removeHandler(h)
+        h.close()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if verbose else _OneLine())
+    handler.addFilter(_on_terminal)
+    setattr(handler, _OURS, True)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def log_to_file(data_dir: Path) -> None:
+    """Warnings and errors, with their stacks, to ``noteloom.log`` in the data folder (0600)."""
+    root = logging.getLogger()
+    if not any(getattr(h, _OURS, False) for h in root.handlers) or LOGS.file is not None:
+        return  # not a terminal command (a server keeps its own logging), or done already
+    path = data_dir / LOG_FILE
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        handler = RotatingFileHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=2, encoding="utf-8")
+    except OSError:
+        return  # a read-only folder: the terminal line is all there is
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    setattr(handler, _OURS, True)
+    root.addHandler(handler)
+    LOGS.file = path
+
+
+def unexpected(exc: BaseException) -> NoReturn:
+    """A bug escaped a command: one line on the terminal, the stack in the log."""
+    logging.getLogger("noteloom.cli").error("unexpected error", exc_info=exc)
+    where = f"; the details are in {LOGS.file}" if LOGS.file else ""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    fail(f"unexpected {type(exc).__name__}{': ' + text if text else ''} (a bug{where}; {VERBOSE_HINT})")
 
 
 @contextmanager
@@ -43,6 +120,8 @@ def opened(home: Path | None = None, *, create: bool = False) -> Iterator[App]:
             if where.exists():
                 fail(f"{where} is a file, not a workspace folder; give --home the folder of a workspace")
             fail(f"no workspace at {where}; run `noteloom init --home {shlex.quote(str(where))}` to create one")
+        if where.is_dir():
+            log_to_file(where)
         app = open_app(settings)
     except NoteloomError as exc:
         fail(str(exc))

@@ -7,8 +7,6 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from noteloom.app import App
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
@@ -46,6 +44,10 @@ def index_main(
     """Embed every note changed since the last run (all of them with --rebuild)."""
     if ctx.invoked_subcommand is not None:
         return
+    # rich only where a bar is drawn: other commands must not pay for importing it.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with opened(home) as a:
         index = _index(a)
         if rebuild:

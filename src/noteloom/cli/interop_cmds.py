@@ -7,24 +7,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, TaskID, TaskProgressColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as Bar
 
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, opened, print_json
 from noteloom.cli.terminal import raw
-from noteloom.interop import (
-    Duplicates,
-    ExportFormat,
-    ExportSummary,
-    ImportLimits,
-    ImportSummary,
-    Progress,
-    export_workspace,
-    import_path,
-)
+
+if TYPE_CHECKING:  # imported where used: a command that imports nothing must not pay for them
+    from rich.progress import TaskID
+
+    from noteloom.interop import Duplicates, ExportFormat, ExportSummary, ImportSummary, Progress
 
 _PHASES = {
     "reading": "reading",
@@ -66,6 +59,10 @@ def progress_bar(show: bool | None) -> Iterator[Progress]:
     if not show:
         yield lambda _phase, _done, _total: None
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
+
     # Forced: the user asked for a bar, or stderr is a terminal already.
     console = Console(file=raw(sys.stderr), force_terminal=True)
     bar = Bar(
@@ -98,6 +95,8 @@ def import_cmd(
     home: Path | None = HOME_OPTION,
 ) -> None:
     """Import notes, notebooks, tags and attachments: all of them, or nothing."""
+    from noteloom.interop import ImportLimits, import_path
+
     with opened(home) as a, progress_bar(show_progress) as progress:
         limits = ImportLimits.from_section(a.settings.section("import"))
         summary = import_path(
@@ -117,6 +116,8 @@ def export_cmd(
     home: Path | None = HOME_OPTION,
 ) -> None:
     """Export every notebook, note, tag and attachment (the trash stays out)."""
+    from noteloom.interop import export_workspace
+
     chosen = _FORMATS[fmt or (FormatChoice.jex if path.suffix.lower() == ".jex" else FormatChoice.md)]
     with opened(home) as a, progress_bar(show_progress) as progress:
         summary = export_workspace(a.workspace, path, chosen, progress=progress)
@@ -133,6 +134,8 @@ def _report(summary: ImportSummary | ExportSummary, as_json: bool) -> None:
         f"{summary.notes} notes, {summary.notebooks} notebooks, {summary.tags} tags, "
         f"{summary.attachments} attachments"
     )
+    from noteloom.interop import ImportSummary
+
     if isinstance(summary, ImportSummary):
         skipped = f" ({summary.skipped} skipped)" if summary.skipped else ""
         typer.echo(f"imported {counts} from {summary.source} ({summary.format}){skipped}")

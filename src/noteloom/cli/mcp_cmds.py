@@ -93,15 +93,26 @@ def mcp_disable(home: Path | None = HOME_OPTION) -> None:
 @mcp_app.command("status")
 def mcp_status(home: Path | None = HOME_OPTION) -> None:
     """Say whether MCP is on, where it listens and which tools it offers."""
+    from noteloom.cli.server_cmds import read_runtime
     from noteloom.mcp import mcp_enabled
 
     with opened(home) as a:
         on = mcp_enabled(a.workspace)
-        host = "localhost" if a.settings.host in ("127.0.0.1", "::1") else a.settings.host
+        # The port a running `noteloom serve` wrote down, not the configured default.
+        running = read_runtime(a.settings.data_dir)
         typer.echo(f"MCP is {'on' if on else 'off'}")
-        typer.echo(f"  http:  http://{host}:{a.settings.port}/mcp (while `noteloom serve` runs)")
+        if running is None:
+            host = _shown_host(a.settings.host)
+            typer.echo(f"  http:  not running (`noteloom serve` would serve http://{host}:{a.settings.port}/mcp)")
+        else:
+            host = _shown_host(str(running.get("host") or a.settings.host))
+            typer.echo(f"  http:  http://{host}:{running['port']}/mcp (served by process {running['pid']})")
         typer.echo("  stdio: noteloom mcp")
         typer.echo(f"  tools: {', '.join(t.name for t in a.registry.enabled(a.workspace)) or '(none)'}")
+
+
+def _shown_host(host: str) -> str:
+    return "localhost" if host in ("127.0.0.1", "::1", "localhost") else host
 
 
 # -- tools ----------------------------------------------------------------------------------

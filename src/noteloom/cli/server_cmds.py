@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -58,6 +61,7 @@ def register(app: typer.Typer) -> None:
             bound_port = socks[0].getsockname()[1]
             shown = "localhost" if settings.host in ("127.0.0.1", "::1", "localhost") else settings.host
             base = f"http://{shown}:{bound_port}"
+            runtime = write_runtime(a.settings.data_dir, settings.host, bound_port)
             typer.echo(f"noteloom is serving the workspace in {a.settings.data_dir}")
             # After "#", so the token never reaches the server, its access log or a proxy: the
             # page's script reads it, trades it for a session and clears the address bar.
@@ -65,11 +69,14 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  mcp:   {base}/mcp")
             typer.echo(f"  token: {token}")
             if workers == 1:
-                with socks[0]:
-                    serve(
-                        create_web_app(a, lifespans=[index_worker, chat_lifespan]), socks, settings.limits,
-                        log_level="warning", timeout_graceful_shutdown=5,
-                    )
+                try:
+                    with socks[0]:
+                        serve(
+                            create_web_app(a, lifespans=[index_worker, chat_lifespan]), socks, settings.limits,
+                            log_level="warning", timeout_graceful_shutdown=5,
+                        )
+                finally:
+                    remove_runtime(runtime)
                 return
         # Several processes: each opens the workspace itself (the settings travel in the
         # environment) and serves on a socket of its own; see noteloom.web.workers.
@@ -81,10 +88,61 @@ def register(app: typer.Typer) -> None:
         try:
             supervisor.run()
         finally:
+            remove_runtime(runtime)
             for sock in socks:
                 sock.close()
         if supervisor.failed:
             raise typer.Exit(1)
+
+
+# -- the runtime file: which port a running `serve` listens on ----------------------------
+
+RUNTIME_FILE = "server.json"
+
+
+def write_runtime(data_dir: Path, host: str, port: int) -> Path:
+    """Say where this server listens, for `noteloom mcp status` (0600; removed at exit)."""
+    path = data_dir / RUNTIME_FILE
+    body = json.dumps({"pid": os.getpid(), "host": host, "port": port, "started": int(time.time())})
+    tmp = path.with_name(f".{RUNTIME_FILE}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(body)
+    os.replace(tmp, path)
+    return path
+
+
+def remove_runtime(path: Path) -> None:
+    """Remove the runtime file if it is still this process's (a newer server may own it)."""
+    info = read_runtime(path.parent, check_alive=False)
+    if info is not None and info.get("pid") == os.getpid():
+        path.unlink(missing_ok=True)
+
+
+def read_runtime(data_dir: Path, *, check_alive: bool = True) -> dict[str, Any] | None:
+    """The running server's ``{"pid", "host", "port", "started"}``, or ``None`` when no server
+    runs (no file, an unreadable one, or one a killed server left behind)."""
+    try:
+        info = json.loads((data_dir / RUNTIME_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("pid"), int) or not isinstance(info.get("port"), int):
+        return None
+    if check_alive and not _alive(info["pid"]):
+        return None
+    return info
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process holds the pid: not our server
+        return False
+    except OSError:
+        return False
+    return True
 
 
 def _safe_url(url: str) -> str:
