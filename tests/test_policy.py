@@ -194,3 +194,11 @@ async def test_the_api_reads_and_sets_a_policy_and_says_what_the_settings_file_o
             assert anonymous.status_code == 401
     finally:
         app.close()
+
+
+def test_the_agent_table_holds_budgets_and_tool_policies_side_by_side() -> None:
+    from noteloom.agent.events import Budgets
+
+    file = {"agent": {"max_steps": 4, "tool_policies": {"delete_note": "deny"}}}
+    assert Budgets.from_file(file).max_steps == 4
+    assert file_policies(file) == {"delete_note": "deny"}

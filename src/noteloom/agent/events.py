@@ -95,6 +95,7 @@ class Budgets:
         table = file.get("agent", {})
         if not isinstance(table, Mapping):
             raise ConfigError("[agent] in noteloom.toml must be a table")
+        table = {k: v for k, v in table.items() if k != "tool_policies"}  # noteloom.policy reads that one
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(table) - known)
         if unknown:
