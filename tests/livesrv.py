@@ -36,7 +36,7 @@ from noteloom.web.app import create_web_app
 from noteloom.web.listen import listen_socket
 from noteloom.web.server import Server, uvicorn_config
 
-START_TIMEOUT = 30.0
+START_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from noteloom.app import App
 from noteloom.cli import cli
 from noteloom.interop.bundle import Bundle, no_progress
 from noteloom.interop.joplin import read_raw
+from noteloom.interop.limits import Budget, ImportLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 JOPLIN = Path(os.environ.get("JOPLIN_BIN", ROOT / ".peers" / "joplin" / "node_modules" / ".bin" / "joplin"))
@@ -63,7 +64,9 @@ def test_joplin_imports_a_noteloom_jex_with_everything_intact(app: App, tmp_path
     joplin(profile, "import", str(archive), "--format", "jex", "--force")
     raw = tmp_path / "joplin-raw"
     joplin(profile, "export", "--format", "raw", str(raw))
-    back: Bundle = read_raw(raw, no_progress)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    back: Bundle = read_raw(raw, staging, Budget(ImportLimits()), no_progress)
     assert back.notices.messages() == []
 
     # Notebooks: the same tree, titles and times.

@@ -244,13 +244,3 @@ async def test_the_api_shows_the_index_status(app: App) -> None:
         assert body["enabled"] is True and body["state"] == "not built" and body["pending_notes"] == 1
         assert (await client.get("/api/v1/index/status")).status_code == 401
 
-
-@pytest.mark.anyio
-async def test_the_home_page_shows_the_index_status(app: App) -> None:
-    app.workspace.create_note("Lisbon", TRAIN)
-    token = access_token(app)
-    transport = httpx.ASGITransport(app=create_web_app(app))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-        page = await client.get("/", headers={"Authorization": f"Bearer {token}"})
-    assert page.status_code == 200
-    assert "Semantic index: not built" in page.text and "1 pending" in page.text

@@ -137,7 +137,7 @@ def page(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[A
     problems: list[str] = []
     pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
     pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
-    pg.set_default_timeout(5000)
+    pg.set_default_timeout(30_000)
     pg.goto(live.page_url())
     try:
         yield pg
