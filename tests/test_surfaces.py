@@ -26,6 +26,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from chat_support import running_chat
@@ -212,6 +213,16 @@ async def test_one_conversation_shows_the_same_decisions_results_and_errors_on_e
         assert mcp_results[cid][0] is False
         assert stable(mcp_results[cid][1]) == stable(web_results[cid][1]), cid
     assert state(home, world.note_id) == (NEW_BODY, ["gear", "packed"], True)
+
+    # 2b. MCP over stdio: the same dispatch, the same texts.
+    home = world.home("mcp-stdio")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTELOOM_")}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "noteloom", "mcp", "--home", str(home)], env=env)
+    with (world.root / "stdio.log").open("w+") as errlog, anyio.fail_after(TIMEOUT):
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy") as stdio:  # type: ignore[arg-type]
+            for cid, name, args in [("c1", "read_note", {"id": MISSING}), ("c4", "delete_note", {"id": world.note_id})]:
+                out = await stdio.call_tool(name, args)
+                assert (out.is_error, out.content[0].text) == web_results[cid], cid  # type: ignore[union-attr]
 
     # 3. `noteloom ask` without a terminal: the held call is declined, the rest is the same.
     home = world.home("ask-piped")
