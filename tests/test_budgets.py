@@ -414,3 +414,23 @@ def test_the_terminal_shows_which_model_it_waits_for(invoke: Invoke, home: Path,
     assert "Waiting for script…" in invoke("ask", "-m", "rec", "hi")[2]
     recorder(home, [{"text": "Hi"}])
     assert "Waiting for script…" in invoke("chat", "-m", "rec", input="hi\n")[2]
+
+
+async def test_a_turn_resumed_after_a_confirmation_keeps_what_it_spent(app: App) -> None:
+    owner = app.workspace.ensure_owner()
+    note = app.workspace.create_note("Old", "stale")
+    app.registry.set_enabled(app.workspace, "delete_note", True)
+    play = scripted(app, [
+        {"tool_calls": [{"name": "delete_note", "arguments": {"id": note.id}}]},
+        {"tool_calls": [{"name": "list_notebooks", "arguments": {}}]},
+        {"tool_calls": [{"name": "list_notebooks", "arguments": {}}]},
+        {"text": "never"},
+    ])
+    async with running_chat(app) as chat:
+        sent = await chat.send(owner, "delete it", controls={"model": "play:script", "max_steps": 2})
+        parked = await settle(chat, owner, sent.message_id, timeout=30)
+        assert parked["status"] == "awaiting_confirmation" and len(play.requests) == 1
+        await chat.confirm(owner, sent.message_id, "approve")
+        view = await settle(chat, owner, sent.message_id, timeout=30)
+    # Two model calls in all: the one before the question and one after it, not two more.
+    assert view["stop_reason"] == "max_steps" and len(play.requests) == 2

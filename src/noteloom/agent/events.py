@@ -139,6 +139,18 @@ class Budgets:
             for mine, theirs in zip(dataclasses.astuple(self), dataclasses.astuple(below), strict=True)
         ))
 
+    def left_after(self, steps: int, output_tokens: int, cost: Decimal | None) -> Budgets:
+        """What these budgets leave after earlier runs of the same turn (a held call splits a
+        turn into runs; the user's answer does not reset its budgets). An unknown ``cost``
+        leaves the cost budget whole; the time limit is per run (waiting for the user is not
+        the model's time)."""
+        return Budgets(
+            None if self.max_steps is None else max(self.max_steps - steps, 1),
+            None if self.max_output_tokens is None else max(self.max_output_tokens - output_tokens, 1),
+            None if self.max_cost is None else max(self.max_cost - (cost or Decimal(0)), Decimal(0)),
+            self.time_limit,
+        )
+
     def options(self, options: RunOptions) -> RunOptions:
         """``options`` with these budgets filled in where it leaves them unset."""
         mine = Budgets(options.max_steps, options.max_output_tokens, options.max_cost, options.time_limit)

@@ -259,7 +259,7 @@ class _Session:
             options = RunOptions(thinking=self.thinking, decisions=decisions, nonce=self.nonce,
                                  untrusted=True if self.untrusted else None)
             # A turn resumed after a y/N answer is one turn: what it spent counts against its budgets.
-            options = _left(self.budgets, steps, spent.output_tokens, spent_cost).options(options)
+            options = self.budgets.left_after(steps, spent.output_tokens, spent_cost).options(options)
             result = await run(self.provider, self.model, system, transcript, self.tools, self.context, options,
                                on_event=self.show)
             self._add(result)
@@ -384,16 +384,6 @@ def _budgets(max_cost: str | None, max_steps: int | None, max_tokens: int | None
                  "time_limit": "--timeout"}
         name, _, rest = str(exc).partition(" ")
         fail(f"{names.get(name, name)} {rest}", 2)
-
-
-def _left(budgets: Budgets, steps: int, output_tokens: int, cost: Decimal | None) -> Budgets:
-    """What ``budgets`` leave after a turn's earlier runs (a held call splits a turn in runs)."""
-    return Budgets(
-        None if budgets.max_steps is None else max(budgets.max_steps - steps, 1),
-        None if budgets.max_output_tokens is None else max(budgets.max_output_tokens - output_tokens, 1),
-        None if budgets.max_cost is None else max(budgets.max_cost - (cost or Decimal(0)), Decimal(0)),
-        budgets.time_limit,
-    )
 
 
 def decide_call(description: str, approve_all: bool) -> Decision:
