@@ -248,11 +248,18 @@ async def test_one_conversation_shows_the_same_decisions_results_and_errors_on_e
     assert f"✗ {NOT_FOUND}" in run.stderr and f"✗ {DENIED}" in run.stderr
     assert state(home, world.note_id) == (NEW_BODY, ["gear", "packed"], True)
 
-    # 5. `noteloom ask --yes`: approved without a question; deny still refuses.
+    # 5. `noteloom ask --yes --json`: approved without a question, deny still refuses, and
+    # every tool result is the very one the web chat's model read.
     home = world.home("ask-yes")
-    run = noteloom("ask", "tidy my packing list", "-m", "play", "--yes", home=home)
+    run = noteloom("ask", "tidy my packing list", "-m", "play", "--yes", "--json", home=home)
     assert run.returncode == 0, run.stderr
-    assert f"approved (--yes): {CARD}" in run.stderr and f"✗ {DENIED}" in run.stderr
+    assert f"approved (--yes): {CARD}" in run.stderr
+    answered = {c["name"]: (c["is_error"], c["result"]) for c in json.loads(run.stdout)["tool_calls"]
+                if c["result"] is not None}
+    by_name = {"c1": "read_note", "c2": "manage_tags", "c3": "update_note", "c4": "delete_note"}
+    for cid, name in by_name.items():
+        assert answered[name][0] == web_results[cid][0], cid
+        assert stable(answered[name][1]) == stable(web_results[cid][1]), cid
     assert state(home, world.note_id) == (NEW_BODY, ["gear", "packed"], True)
 
     # 6. `noteloom chat` with piped input: no terminal, so the held call is declined.
