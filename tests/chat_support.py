@@ -28,7 +28,7 @@ async def running_chat(app: App) -> AsyncIterator[ChatService]:
         yield chat
 
 
-async def collect(chat: ChatService, user: User, message_id: str, after: int = 0, timeout: float = 5.0) -> list[TurnEvent]:
+async def collect(chat: ChatService, user: User, message_id: str, after: int = 0, timeout: float = 60.0) -> list[TurnEvent]:
     """Every event of the turn after ``after`` until it settles."""
     out: list[TurnEvent] = []
     with anyio.fail_after(timeout):
@@ -37,13 +37,13 @@ async def collect(chat: ChatService, user: User, message_id: str, after: int = 0
     return out
 
 
-async def settle(chat: ChatService, user: User, message_id: str, timeout: float = 5.0) -> dict[str, Any]:
+async def settle(chat: ChatService, user: User, message_id: str, timeout: float = 60.0) -> dict[str, Any]:
     """Wait for the turn to settle; its message as the API shows it."""
     await collect(chat, user, message_id, timeout=timeout)
     return await chat.message(user, message_id)
 
 
-async def until(chat: ChatService, user: User, message_id: str, kind: str, timeout: float = 5.0) -> TurnEvent:
+async def until(chat: ChatService, user: User, message_id: str, kind: str, timeout: float = 60.0) -> TurnEvent:
     """Wait for the first event of ``kind`` (the turn keeps running)."""
     with anyio.fail_after(timeout):
         async for event in chat.events(user, message_id, 0):

@@ -257,7 +257,7 @@ def test_the_worker_reports_an_embedder_failure_in_the_status_and_recovers(app: 
             await wait_async(lambda: index.status().state == "idle", timeout=10)
 
     anyio.run(main)
-    wait_for(lambda: index.status().indexed_notes == 1, timeout=1)
+    wait_for(lambda: index.status().indexed_notes == 1, timeout=60)
 
 
 def test_of_two_indexers_on_one_workspace_one_works_and_the_other_takes_over_when_it_stops(

@@ -90,11 +90,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     proc = subprocess.Popen([noteloom, "serve", "--home", str(home), "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     try:
         while True:
             try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                if httpx.get(url + "/health", timeout=30).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
