@@ -90,6 +90,20 @@ def test_chat_is_stored_like_a_web_chat_and_continues_with_c_or_an_id_prefix(inv
     assert len(stored(home)) == 2
 
 
+@pytest.mark.parametrize(("flags", "ran"), [(["--yes"], ["forget_all"]), ([], [])])
+def test_chat_asks_the_chat_policy_and_approves_only_with_yes_without_a_terminal(
+    invoke: Invoke, home: Path, flags: list[str], ran: list[str]
+) -> None:
+    recorder(home, [{"tool_calls": [{"name": "forget_all"}]}, {"text": "Finished."}])
+    code, out, err = invoke("chat", "-m", "rec", *flags, input="forget it all\n")
+    assert code == 0, err
+    assert Recorder.calls == ran and out == "Finished.\n"
+    assert ("approved (--yes)" if flags else "declined") in err
+    (conv,) = stored(home)
+    answer = conv["messages"][-1]  # type: ignore[index]
+    assert answer["status"] == "complete" and answer["content"] == "Finished."
+
+
 def test_continuing_a_conversation_that_is_not_there_is_one_line(invoke: Invoke, home: Path) -> None:
     recorder(home, [{"text": "x"}])
     code, out, err = invoke("chat", "-m", "rec", "-c", input="hi\n")
