@@ -195,7 +195,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path: Path) -> None:
+def _serve_two_workers(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+    """``noteloom serve --workers 2`` on a new workspace (no embeddings); its process and port."""
     env = {**os.environ, "NOTELOOM_HOME": str(tmp_path / "home")}
     env.pop("NOTELOOM_DATABASE_URL", None)
     (tmp_path / "home").mkdir()
@@ -205,6 +206,11 @@ def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path
         [sys.executable, "-m", "noteloom", "serve", "--port", str(port), "--workers", "2"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+    return proc, port
+
+
+def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path: Path) -> None:
+    proc, port = _serve_two_workers(tmp_path)
     try:
         url = _wait_for_url(proc)
         token = url.split("token=", 1)[1]
@@ -257,15 +263,7 @@ def _assert_all_exit(pids: list[int]) -> None:
 
 
 def test_a_supervisor_killed_outright_takes_its_workers_along(tmp_path: Path) -> None:
-    env = {**os.environ, "NOTELOOM_HOME": str(tmp_path / "home")}
-    env.pop("NOTELOOM_DATABASE_URL", None)
-    (tmp_path / "home").mkdir()
-    (tmp_path / "home" / "noteloom.toml").write_text("[embeddings]\nenabled = false\n")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "noteloom", "serve", "--port", str(port), "--workers", "2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    proc, port = _serve_two_workers(tmp_path)
     workers: list[int] = []
     try:
         _wait_for_url(proc)
