@@ -9,8 +9,9 @@ Prints, with the local all-MiniLM-L6-v2 model on this machine:
    ``--quick`` indexes 1,000 and extrapolates);
 4. the time from an edit to the note being found by semantic search (in the top
    five, with its new text), with the background worker running;
-5. query latency (p50/p95) over 100,000 chunks: the vector search alone and a whole
-   ``SemanticIndex.search`` including embedding the query.
+5. query latency (p50/p95) over 100,000 chunks: the vector search alone, a whole
+   ``SemanticIndex.search`` including embedding the query, and hybrid search with
+   filters (the semantic arm kept within the notes they allow).
 
 Figures are printed, never asserted.
 """
@@ -209,7 +210,9 @@ def edit_latency(embedder: Embedder, rounds: int = 5) -> list[float]:
 # -- 5. query latency at 100,000 chunks ------------------------------------------------------------
 
 
-def query_latency(embedder: Embedder, n_chunks: int, queries: int = 50) -> tuple[list[float], list[float]]:
+def query_latency(
+    embedder: Embedder, n_chunks: int, queries: int = 50
+) -> tuple[list[float], list[float], dict[str, tuple[float, float, float, float]]]:
     import numpy as np
     import sqlalchemy as sa
 
@@ -263,7 +266,55 @@ def query_latency(embedder: Embedder, n_chunks: int, queries: int = 50) -> tuple
             started = time.perf_counter()
             index.search(text, limit=10, relevance="loose")
             whole.append((time.perf_counter() - started) * 1000)
-    return vector_only, whole
+        filtered = filtered_latency(app, index, max(10, queries // 3))
+    return vector_only, whole, filtered
+
+
+#: Hybrid queries with filters, by how much of the workspace the filters allow.
+FILTERED_QUERIES = {
+    "no filter": "garden plan",
+    "notebook: (small set)": "notebook:Cooking garden plan",
+    "tag: (small set)": "tag:important garden plan",
+    "type:todo (large set)": "type:todo garden plan",
+    "-word (nearly all)": "garden plan -meeting",
+    "description + notebook:": "how should I plan the garden this spring notebook:Travel",
+}
+
+
+def filtered_latency(app: App, index: SemanticIndex, rounds: int) -> dict[str, tuple[float, float, float, float]]:
+    """Per query of ``FILTERED_QUERIES``: (share of chunks allowed, vector search p50 ms
+    within them, whole hybrid_search p50 and p95 ms)."""
+    import sqlalchemy as sa
+
+    from noteloom.query import parse_query
+    from noteloom.search import notes_allowed
+    from noteloom.semantic.index import _candidates
+    from noteloom.vectors import chunks as chunk_table
+
+    ws = app.workspace
+    out: dict[str, tuple[float, float, float, float]] = {}
+    with ws.read() as c:
+        total = int(c.execute(sa.select(sa.func.count()).select_from(chunk_table)).scalar_one())
+    vector = index.embedder.embed_query("garden plan")
+    for label, query in FILTERED_QUERIES.items():
+        q = parse_query(query)
+        with ws.read() as c:
+            allowed = notes_allowed(c, q)
+            candidates = _candidates(None, None, allowed)
+            share = 1.0 if candidates is None else len(c.execute(candidates).all()) / max(1, total)
+        vec_ms: list[float] = []
+        whole_ms: list[float] = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            with ws.read() as c:
+                allowed = notes_allowed(c, q)
+                index.store.nearest(c, vector, 40, _candidates(None, None, allowed))
+            vec_ms.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            hybrid_search(ws, index, query, mode="hybrid", limit=10)
+            whole_ms.append((time.perf_counter() - started) * 1000)
+        out[label] = (share, _pct(vec_ms, 0.5), _pct(whole_ms, 0.5), _pct(whole_ms, 0.95))
+    return out
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -320,9 +371,16 @@ def main() -> None:
     if "query" in parts:
         n_chunks = 20_000 if args.quick else args.chunks
         print(f"\n5. query latency over {n_chunks:,} chunks (SQLite)")
-        vec, whole = query_latency(int8, n_chunks)
+        vec, whole, filtered = query_latency(int8, n_chunks)
         print(f"   vector search: p50 {_pct(vec, 0.5):.1f} ms, p95 {_pct(vec, 0.95):.1f} ms")
         print(f"   whole search (embed query + vectors + rows): p50 {_pct(whole, 0.5):.1f} ms, p95 {_pct(whole, 0.95):.1f} ms")
+        print(f"   hybrid search with filters ({n_chunks // 10:,} notes; vector search = filter select + k-NN within it):")
+        for label, (share, vec_p50, p50, p95) in filtered.items():
+            print(
+                f"     {label:<26} {share:>6.1%} of chunks allowed: vector search p50 {vec_p50:.1f} ms; "
+                f"whole hybrid p50 {p50:.1f} ms, p95 {p95:.1f} ms",
+                flush=True,
+            )
 
 
 def _torch_threads() -> int:

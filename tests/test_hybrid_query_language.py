@@ -204,3 +204,50 @@ def test_the_cli_searches_in_every_mode(cli_home: Path) -> None:
     assert "--mode takes keyword, semantic or hybrid" in search("--mode", "fuzzy", "x", ok=False).output
     unclosed = search("--mode", "hybrid", '"unclosed', ok=False)
     assert "never closed" in unclosed.output and "Traceback" not in unclosed.output
+
+
+# -- the vector search within an allowed set -----------------------------------------------------
+
+
+def test_the_vector_search_within_an_allowed_set_is_exact(any_app: App) -> None:
+    import numpy as np
+    import sqlalchemy as sa
+
+    from noteloom.semantic.index import _candidates
+    from noteloom.vectors import chunks as chunk_table
+    from noteloom.vectors import index_state, vector_store
+
+    ws = any_app.workspace
+    note_ids = [ws.create_note(f"n{i}", "x").id for i in range(50)]
+    store, dims, n = vector_store(any_app.engine), 16, 2000
+    rng = np.random.default_rng(7)
+    with ws.write() as c:
+        store.create(c, dims)
+        c.execute(index_state.insert(), {"id": 1, "model": "m", "dimensions": dims, "chunker": "k", "feed_cursor": 0,
+                                         "backfill_seq": None, "created_time": 0, "updated_time": 1})
+        c.execute(chunk_table.insert(), [
+            {"note_id": note_ids[i % 50], "ordinal": i, "section_path": "0", "heading": "", "heading_path": "[]",
+             "start_char": 0, "end_char": 1, "content_hash": f"{i:032x}", "text": "x"} for i in range(n)
+        ])
+        ids = list(c.execute(sa.select(chunk_table.c.id).order_by(chunk_table.c.id)).scalars())
+        vecs = rng.standard_normal((n, dims)).astype(np.float32)
+        store.add(c, list(zip(ids, vecs.tolist(), strict=True)))
+    unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    note_of = {cid: note_ids[i % 50] for i, cid in enumerate(ids)}
+    query = rng.standard_normal(dims).astype(np.float32)
+    scores = unit @ (query / np.linalg.norm(query))
+    # SQLite: 1 note of 50 (the allowed set is read), 25 and 49 (over-fetching settles it).
+    for allowed in (note_ids[:1], note_ids[:25], note_ids[1:]):
+        select = sa.select(db_notes_id()).where(db_notes_id().in_(allowed))
+        want = sorted((i for i, cid in enumerate(ids) if note_of[cid] in allowed), key=lambda i: -scores[i])[:30]
+        with ws.read() as c:
+            got = store.nearest(c, query.tolist(), 30, _candidates(None, None, select))
+        # (On PostgreSQL sets this small are ranked exactly, without the HNSW index.)
+        assert [cid for cid, _ in got] == [ids[i] for i in want], len(allowed)
+        assert all(abs(s - float(scores[ids.index(cid)])) < 1e-4 for cid, s in got)
+
+
+def db_notes_id() -> Any:
+    from noteloom import db
+
+    return db.notes.c.id

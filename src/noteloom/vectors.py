@@ -87,6 +87,9 @@ Backend = Literal["sqlite-vec", "numpy", "pgvector"]
 
 #: The most neighbours one sqlite-vec KNN query returns.
 SQLITE_VEC_MAX_K = 4096
+#: An allowed set of at most this many chunks is ranked exactly on PostgreSQL (see
+#: PgVectorStore.nearest); larger ones go through the HNSW index with iterative scans.
+PG_EXACT_MAX = 5000
 
 
 @dataclass(frozen=True)
@@ -316,6 +319,8 @@ class NumpyVectorStore:
 
 #: An allowed set under 1/this of the chunks is scored on its own rows (see _Mirror.nearest).
 _SUBSET_SHARE = 4
+#: With a filter, the best ``_OVERFETCH * k`` chunks of all are tried first.
+_OVERFETCH = 8
 
 
 class _Mirror:
@@ -356,21 +361,32 @@ class _Mirror:
         if norm == 0.0 or q.shape[0] != matrix.shape[1]:
             return []
         q = q / norm
-        if candidates is None:
-            scores = matrix @ q
-        else:
-            # Exact k-NN within the allowed chunks. A small set is scored alone (rows found
-            # by binary search over the sorted ids); a large one masks the full product,
-            # which is cheaper than gathering most of the matrix.
+        scores = matrix @ q
+        if candidates is not None:
+            # Exact k-NN within the allowed chunks. First the best few hundred chunks of
+            # all, checked against the filter: when k of them pass, they are the answer
+            # (every chunk further down scores lower), and reading the allowed set, the
+            # costly part (90,000 ids: ~290 ms on the bench), is skipped. Otherwise the
+            # allowed set is read: a small one is picked out of the product (rows found by
+            # binary search over the sorted ids), a large one masks it.
+            over = min(len(ids), max(_OVERFETCH * k, 256))
+            best = np.argpartition(-scores, over - 1)[:over]
+            best = best[np.argsort(-scores[best], kind="stable")]
+            allowed_sub = candidates.subquery()
+            col = next(iter(allowed_sub.c))
+            passing = set(conn.execute(sa.select(col).where(col.in_(ids[best].tolist()))).scalars())
+            kept = [i for i in best if int(ids[i]) in passing]
+            if len(kept) >= k or over == len(ids):
+                return [(int(ids[i]), float(scores[i])) for i in kept[:k]]
             allowed = np.unique(np.fromiter((r[0] for r in conn.execute(candidates)), dtype=np.int64))
             if len(allowed) * _SUBSET_SHARE < len(ids):
                 rows = np.minimum(np.searchsorted(ids, allowed), len(ids) - 1)
                 rows = rows[ids[rows] == allowed]  # allowed chunks the copy holds
                 if not len(rows):
                     return []
-                ids, scores = ids[rows], matrix[rows] @ q
+                ids, scores = ids[rows], scores[rows]
             else:
-                scores = np.where(np.isin(ids, allowed, assume_unique=True), matrix @ q, -np.inf)
+                scores = np.where(np.isin(ids, allowed, assume_unique=True), scores, -np.inf)
         k = min(k, len(ids))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -498,6 +514,22 @@ class PgVectorStore:
         distance = v.c.embedding.op("<=>", return_type=sa.Float)(query_vec)
         q = sa.select(v.c.chunk_id, distance.label("d")).order_by(distance).limit(k)
         if candidates is not None:
+            # A small allowed set is ranked exactly, by its distances alone: the HNSW scan
+            # would stop after hnsw.max_scan_tuples and could miss most of a few hundred
+            # chunks spread over the graph. The CTE, materialised, keeps the index out.
+            few = conn.execute(candidates.limit(PG_EXACT_MAX + 1)).scalars().all()
+            if len(few) <= PG_EXACT_MAX:
+                if not few:
+                    return []
+                exact = (
+                    sa.select(v.c.chunk_id, distance.label("d"))
+                    .where(v.c.chunk_id.in_(list(few)))
+                    .cte("allowed")
+                    .prefix_with("MATERIALIZED")
+                )
+                q = sa.select(exact.c.chunk_id, exact.c.d).order_by(exact.c.d).limit(k)
+                rows = conn.execute(q, {"q": _literal(query)}).all()
+                return [(int(r.chunk_id), 1.0 - float(r.d)) for r in rows if r.d is not None]
             q = q.where(v.c.chunk_id.in_(candidates.scalar_subquery()))
             if self._iterative is None:
                 version = conn.exec_driver_sql(
