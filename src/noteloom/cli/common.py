@@ -78,17 +78,24 @@ def terminal_logging(verbose: bool) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
+class _PrivateLog(RotatingFileHandler):
+    """The log file, made 0600 (it may quote note titles) and only once something is logged."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        return  # a full disk or a read-only folder: the terminal's line is all there is
+
+
 def log_to_file(data_dir: Path) -> None:
     """Warnings and errors, with their stacks, to ``noteloom.log`` in the data folder (0600)."""
     root = logging.getLogger()
     if not any(getattr(h, _OURS, False) for h in root.handlers) or LOGS.file is not None:
         return  # not a terminal command (a server keeps its own logging), or done already
     path = data_dir / LOG_FILE
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-        handler = RotatingFileHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=2, encoding="utf-8")
-    except OSError:
-        return  # a read-only folder: the terminal line is all there is
+    handler = _PrivateLog(path, maxBytes=LOG_MAX_BYTES, backupCount=2, encoding="utf-8", delay=True)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     setattr(handler, _OURS, True)
