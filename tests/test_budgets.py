@@ -4,6 +4,7 @@ run-time settings → defaults); the activity line that names the model."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -362,6 +363,10 @@ def test_ask_takes_a_cost_budget_and_names_it_when_it_stops(invoke: Invoke, home
     assert code == 0, err
     assert len(model.requests) == 1  # the second call could have passed $0.011
     assert "stopped: the turn reached its cost budget" in err and "$0.0100" in err
+    model = recorder(home, [COUNT], loop=True, prices=PRICES)
+    code, out, err = invoke("ask", "-m", "rec", "--max-cost", "0.011", "--json", "count them")
+    data = json.loads(out)
+    assert code == 0 and (data["stop_reason"], data["limit"], data["cost_usd"]) == ("budget_exceeded", "max_cost", "0.01")
 
 
 def test_ask_takes_step_and_output_token_budgets_over_the_agent_table(invoke: Invoke, home: Path) -> None:

@@ -337,6 +337,7 @@ class _Session:
             "answer": visible_text(result.messages),
             "model": self.address,
             "stop_reason": result.stop_reason,
+            "limit": result.limit,  # the budget that stopped the turn, if one did
             "usage": usage_to_dict(self.usage),
             "cost_usd": None if self.cost is None else str(self.cost),
             "tool_calls": [{k: v for k, v in c.items() if k != "call_id"} for c in self.tool_calls],
