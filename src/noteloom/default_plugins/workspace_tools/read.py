@@ -111,7 +111,8 @@ SEARCH_NOTES = ToolDef(
         "(exact words), semantic (by meaning, other words welcome) or hybrid (both fused; the "
         "default when the semantic index is on, keyword otherwise). In keyword syntax words "
         'must all match (AND); "quoted phrases", prefix*, -exclusion, and filters title:, body:, tag:, '
-        "notebook:, created:, updated:, type:todo|note, iscompleted:1|0, due: work. Each result "
+        "notebook:, created:, updated:, type:todo|note, iscompleted:1|0, due: work, and hold in "
+        "every mode (a query of filters alone lists the matching notes, newest first). Each result "
         "has id, title, notebook, updated_time, a snippet around the match and, when a body "
         "word matched, the section (path and heading) it sits in: pass that section to "
         "read_note to read just that part of a long note."
