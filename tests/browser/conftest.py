@@ -118,7 +118,10 @@ def browser() -> Iterator[Any]:
     open, its event loop owns this thread and ``anyio.run`` in later tests would fail."""
     if not CHROMIUM.exists():
         pytest.fail(f"Chromium is not installed at {CHROMIUM}; `make test` installs it (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    # Assertions wait for the page; a loaded machine may need far more than the default 5 s.
+    expect.set_options(timeout=30_000)
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

@@ -64,18 +64,7 @@
     }
   }
 
-  function h(tag, attrs = {}, ...children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs)) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === "class") node.className = v;
-      else if (k === "text") node.textContent = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v === true ? "" : v);
-    }
-    for (const c of children) if (c !== null && c !== undefined) node.append(c);
-    return node;
-  }
+  const h = NL.h;
 
   // Offsets in the API are code points; textarea offsets are UTF-16 units.
   const codePoints = (text, utf16) => Array.from(text.slice(0, utf16)).length;

@@ -6,17 +6,7 @@
 (() => {
   const $ = (id) => document.getElementById(id);
 
-  function h(tag, attrs = {}, ...children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs)) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === "class") node.className = v;
-      else if (k === "text") node.textContent = v;
-      else node.setAttribute(k, v === true ? "" : v);
-    }
-    for (const c of children) if (c !== null && c !== undefined) node.append(c);
-    return node;
-  }
+  const h = NL.h;
 
   const idFromPath = () => decodeURIComponent(location.pathname.split("/").pop() || "");
 

@@ -185,7 +185,21 @@
     }
   }
 
-  window.NL = { api, authFetch, session, when, setHtml, attachmentUrl, start, ApiError, HEADER };
+  // An element: attributes (text as textContent, never HTML; on* as listeners) and children.
+  function h(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") node.className = v;
+      else if (k === "text") node.textContent = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children) if (c !== null && c !== undefined) node.append(c);
+    return node;
+  }
+
+  window.NL = { api, authFetch, session, when, setHtml, attachmentUrl, start, h, ApiError, HEADER };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
   else boot();
 })();
