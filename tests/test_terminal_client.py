@@ -348,3 +348,13 @@ def test_the_migration_heads_read_without_alembic_are_alembics_own() -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))
     assert db.migration_heads() == set(ScriptDirectory.from_config(cfg).get_heads())
+
+
+def test_a_command_leaves_the_logging_of_its_process_as_it_found_it(invoke: Invoke) -> None:
+    import logging
+
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    assert invoke("--verbose", "notes", "list")[0] == 0
+    assert invoke("notes", "list")[0] == 0
+    assert root.handlers == before and root.level == level

@@ -33,7 +33,7 @@ def _every_command(
     # escape sequences from whoever wrote them (see noteloom.cli.terminal).
     guard()
     if ctx.invoked_subcommand not in SERVER_COMMANDS:
-        terminal_logging(verbose)
+        ctx.call_on_close(terminal_logging(verbose))
 
 
 # Command-group modules, in the order their commands show in --help.

@@ -10,7 +10,7 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
 from logging.handlers import RotatingFileHandler
@@ -34,6 +34,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 LOG_FILE = "noteloom.log"
 LOG_MAX_BYTES = 1_000_000
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 VERBOSE_HINT = "run with --verbose for details"
 _OURS = "_noteloom_terminal"
 
@@ -61,21 +62,35 @@ def _on_terminal(record: logging.LogRecord) -> bool:
     return LOGS.verbose or not record.exc_info
 
 
-def terminal_logging(verbose: bool) -> None:
-    """Logs of a command run in a terminal: warnings as one line on stderr (with stacks
-    under ``--verbose``); ``log_to_file`` adds the data folder's log once it is known."""
-    LOGS.verbose, LOGS.file = verbose, None
+def _remove_ours() -> None:
     root = logging.getLogger()
     for h in [h for h in root.handlers if getattr(h, _OURS, False)]:
         root.removeHandler(h)
         h.close()
+
+
+def terminal_logging(verbose: bool) -> Callable[[], None]:
+    """Logs of a command run in a terminal: warnings as one line on stderr (with stacks
+    under ``--verbose``); ``log_to_file`` adds the data folder's log once it is known.
+    Returns what undoes it when the command ends (the process may run more than one)."""
+    LOGS.verbose, LOGS.file = verbose, None
+    root = logging.getLogger()
+    _remove_ours()
+    level = root.level
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.DEBUG if verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if verbose else _OneLine())
     handler.addFilter(_on_terminal)
     setattr(handler, _OURS, True)
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    if verbose:
+        root.setLevel(logging.DEBUG)
+
+    def undo() -> None:
+        _remove_ours()
+        root.setLevel(level)
+
+    return undo
 
 
 class _PrivateLog(RotatingFileHandler):
@@ -97,7 +112,7 @@ def log_to_file(data_dir: Path) -> None:
     path = data_dir / LOG_FILE
     handler = _PrivateLog(path, maxBytes=LOG_MAX_BYTES, backupCount=2, encoding="utf-8", delay=True)
     handler.setLevel(logging.WARNING)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
     setattr(handler, _OURS, True)
     root.addHandler(handler)
     LOGS.file = path
@@ -105,7 +120,12 @@ def log_to_file(data_dir: Path) -> None:
 
 def unexpected(exc: BaseException) -> NoReturn:
     """A bug escaped a command: one line on the terminal, the stack in the log."""
-    logging.getLogger("noteloom.cli").error("unexpected error", exc_info=exc)
+    if LOGS.file is not None:  # the command's own handlers are gone by now: write it here
+        handler = _PrivateLog(LOGS.file, maxBytes=LOG_MAX_BYTES, backupCount=2, encoding="utf-8", delay=True)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.emit(logging.LogRecord("noteloom.cli", logging.ERROR, __file__, 0, "unexpected error", None,
+                                       (type(exc), exc, exc.__traceback__)))
+        handler.close()
     where = f"; the details are in {LOGS.file}" if LOGS.file else ""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     fail(f"unexpected {type(exc).__name__}{': ' + text if text else ''} (a bug{where}; {VERBOSE_HINT})")
