@@ -154,7 +154,7 @@ def hybrid_search(
         _from_keyword(h, float(h.score))
         for h in search_notes(ws, q, limit=want, notebook_ids=notebook_ids, conn=conn)
     ]
-    fused = fuse(shape, keyword, semantic)
+    fused = fuse(query, keyword, semantic, shape=shape)
     page = fused[offset : offset + limit + 1]
     return HybridResult(page[:limit], "hybrid", sem.pending_notes, len(page) > limit)
 
@@ -175,8 +175,10 @@ def query_shape_of(q: Query) -> QueryShape:
     return query_shape(semantic_text(q))
 
 
-def fuse(shape: QueryShape | str, keyword: Sequence[NoteHit], semantic: Sequence[NoteHit]) -> list[NoteHit]:
-    """One ranking from two, by the query's shape (a shape, or the query text to read it from).
+def fuse(
+    query: str, keyword: Sequence[NoteHit], semantic: Sequence[NoteHit], *, shape: QueryShape | None = None
+) -> list[NoteHit]:
+    """One ranking from two, by the query's shape (``shape``, or read from ``query``).
 
     Keyword-shaped queries (phrases, codes, a word or two) keep keyword search's
     ranking as it is, and the semantic hits it missed follow: hybrid then never does
@@ -184,8 +186,8 @@ def fuse(shape: QueryShape | str, keyword: Sequence[NoteHit], semantic: Sequence
     two by weighted reciprocal rank, semantic search leading, and a description whose
     words all match (keyword search is AND) weighs both alike.
     """
-    if shape not in ("keyword", "natural"):
-        shape = query_shape(shape)
+    if shape is None:
+        shape = query_shape(query)
     if shape == "keyword":
         return _keyword_first(keyword, semantic)
     if keyword:
