@@ -104,6 +104,19 @@ def test_chat_asks_the_chat_policy_and_approves_only_with_yes_without_a_terminal
     assert answer["status"] == "complete" and answer["content"] == "Finished."
 
 
+def test_in_a_terminal_chat_greets_prompts_and_asks_y_or_n(invoke: Invoke, home: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import noteloom.cli.chat_cmds as chat_cmds
+
+    monkeypatch.setattr(chat_cmds, "stdin_is_tty", lambda: True)
+    recorder(home, [{"tool_calls": [{"name": "forget_all"}]}, {"text": "Forgotten."}])
+    code, out, err = invoke("chat", "-m", "rec", input="forget it all\ny\n")
+    assert code == 0, err
+    # (the test runner echoes the typed answer to stdout, as a terminal would show it)
+    assert Recorder.calls == ["forget_all"] and out.endswith("Forgotten.\n")
+    assert "Chatting with rec:script." in err and "you> " in err and "Allow? [y/N]" in err
+
+
 def test_continuing_a_conversation_that_is_not_there_is_one_line(invoke: Invoke, home: Path) -> None:
     recorder(home, [{"text": "x"}])
     code, out, err = invoke("chat", "-m", "rec", "-c", input="hi\n")

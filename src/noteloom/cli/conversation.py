@@ -25,7 +25,7 @@ from anyio import to_thread
 from noteloom.app import App
 from noteloom.chat import ChatService
 from noteloom.chat.records import Conversation
-from noteloom.errors import InvalidInput, NoteloomError, NotFound
+from noteloom.errors import ConfigError, InvalidInput, NoteloomError, NotFound
 from noteloom.workspace import User
 
 Decision = Literal["approve", "decline"]
@@ -171,7 +171,7 @@ async def converse(
     conversation_id = conv.id if conv else None
     if conv is not None and controls:
         await chat.update_conversation(owner, conv.id, controls=controls)
-    fallback = controls.get("model") or (conv.controls.model if conv else None) or chat.models()["default_model"] or "?"
+    fallback = controls.get("model") or (conv.controls.model if conv else None) or _default_model(chat)
     if interactive:
         where = f"Continuing {conv.title!r} ({conv.id[:8]})" if conv else "Chatting"
         printer.note(f"{where} with {fallback}. /clear, /model ID, /system TEXT, /cost; end with Ctrl-D.")
@@ -208,6 +208,14 @@ async def converse(
         printer.note(f"conversation {conversation_id[:8]} · continue with `noteloom chat -c` "
                      f"or `--conversation {conversation_id[:8]}`")
     printer.note(totals.line(fallback))
+
+
+def _default_model(chat: ChatService) -> str:
+    """The model a new turn would use, for the greeting (no provider is asked anything)."""
+    try:
+        return chat.runner.resolve_model(chat.settings.model)[2]
+    except ConfigError:
+        return "no model configured"
 
 
 def read_stdin_line() -> str:
