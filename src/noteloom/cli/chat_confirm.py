@@ -7,7 +7,6 @@ a web page that has the conversation open follows it through the stored events.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Literal
@@ -18,6 +17,7 @@ import typer
 from noteloom.app import App
 from noteloom.chat import ChatService
 from noteloom.cli.common import fail, opened, print_json
+from noteloom.cli.conversation import Printer, follow
 from noteloom.workspace import User
 
 
@@ -59,24 +59,23 @@ async def _decide(app: App, owner: User, ref: str, decision: Literal["approve", 
         what = "no waiting tool call" if not matches else f"{len(matches)} waiting tool calls"
         fail(f"{what} for message {ref!r} (waiting: {known}); `noteloom chat --pending` lists them")
     message_id = matches[0]
+
+    def ask_again(description: str) -> Literal["approve", "decline"] | None:
+        if not sys.stdin.isatty():
+            return None  # left waiting: said below
+        answer = typer.prompt(f"  {description} Allow? [y/N]", default="", show_default=False, err=True)
+        return "approve" if answer.strip().lower() in ("y", "yes") else "decline"
+
     async with chat.runner.running():
-        while True:
-            seen = (await chat.message(owner, message_id))["last_seq"]
-            await chat.confirm(owner, message_id, decision)
-            typer.echo(f"{decision}d; finishing the turn…", err=True)
-            async for event in chat.events(owner, message_id, seen):
-                _show(event.kind, event.data)
-            view = await chat.message(owner, message_id)
-            if view["status"] != "awaiting_confirmation" or not view["pending_action"]:
-                break
-            description = view["pending_action"]["description"]
-            if not sys.stdin.isatty():
-                typer.echo(f"waiting for approval again: {description}\n"
-                           f"run `noteloom chat --approve {message_id[:8]}` (or --decline)", err=True)
-                return 0
-            answer = typer.prompt(f"  {description} Allow? [y/N]", default="", show_default=False, err=True)
-            decision = "approve" if answer.strip().lower() in ("y", "yes") else "decline"
-    sys.stdout.write("\n")
+        seen = (await chat.message(owner, message_id))["last_seq"]
+        await chat.confirm(owner, message_id, decision)
+        typer.echo(f"{decision}d; finishing the turn…", err=True)
+        # Shown as `noteloom chat` shows a turn: the answer on stdout, the calls on stderr.
+        view = await follow(chat, owner, message_id, Printer(), ask_again, after=seen)
+    if view["status"] == "awaiting_confirmation" and view["pending_action"]:
+        typer.echo(f"waiting for approval again: {view['pending_action']['description']}\n"
+                   f"run `noteloom chat --approve {message_id[:8]}` (or --decline)", err=True)
+        return 0
     usage, cost = view["usage"] or {}, view["cost_usd"]
     typer.echo(f"[{view['model']}] {view['status']} · tokens: {usage.get('input_tokens', 0)} in, "
                f"{usage.get('output_tokens', 0)} out · cost: {'unknown' if cost is None else '$' + cost}", err=True)
@@ -85,13 +84,3 @@ async def _decide(app: App, owner: User, ref: str, decision: Literal["approve", 
         return 1
     return 0
 
-
-def _show(kind: str, data: dict[str, object]) -> None:
-    if kind == "text":
-        sys.stdout.write(str(data["text"]))
-        sys.stdout.flush()
-    elif kind == "tool_call":
-        args = json.dumps(data.get("arguments"), ensure_ascii=False)
-        typer.echo(f"\n→ {data['name']} {args if len(args) <= 200 else args[:199] + '…'}", err=True)
-    elif kind == "tool_result":
-        typer.echo(f"  {'✗' if data.get('is_error') else '✓'} {str(data.get('content', ''))[:200]}", err=True)
