@@ -236,7 +236,7 @@ def test_the_vector_search_within_an_allowed_set_is_exact(any_app: App) -> None:
     note_of = {cid: note_ids[i % 50] for i, cid in enumerate(ids)}
     query = rng.standard_normal(dims).astype(np.float32)
     scores = unit @ (query / np.linalg.norm(query))
-    # SQLite: 1 note of 50 (the allowed set is read), 25 and 49 (over-fetching settles it).
+    # SQLite: 1 note of 50 (rows picked out), 25 and 49 (the product masked).
     for allowed in (note_ids[:1], note_ids[:25], note_ids[1:]):
         select = sa.select(db_notes_id()).where(db_notes_id().in_(allowed))
         want = sorted((i for i, cid in enumerate(ids) if note_of[cid] in allowed), key=lambda i: -scores[i])[:30]
