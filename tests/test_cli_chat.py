@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+import sqlalchemy as sa
 from anyio.from_thread import start_blocking_portal
 from typer.testing import CliRunner
 
@@ -17,6 +18,7 @@ import noteloom.cli.chat_cmds as chat_cmds
 import noteloom.plugins
 from llm_support import Exchange, LoopbackServer, no_network  # noqa: F401
 from noteloom.app import open_app
+from noteloom.chat import tables as chat_tables
 from noteloom.cli import cli
 from noteloom.config import load_settings
 from noteloom.plugins import hookimpl
@@ -226,3 +228,34 @@ def test_models_lists_what_is_configured_without_showing_keys(invoke: Invoke, ho
 def test_an_unknown_thinking_level_is_refused(invoke: Invoke) -> None:
     code, _, err = invoke("ask", "hi", "-m", "echo", "--thinking", "extreme")
     assert code == 1 and "off, low, medium, high" in err
+
+
+def test_policy_options_set_this_runs_policies_and_a_deny_in_the_settings_still_wins(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    model = script(tmp_path, [{"tool_calls": [{"name": "forget_all"}]}, {"text": "Done."}])
+    code, _, err = invoke("ask", "forget it all", "-m", model, "--policy", "forget_all=auto")
+    assert code == 0 and Recorder.calls == ["forget_all"] and "declined" not in err
+    Recorder.calls.clear()
+    code, _, err = invoke("ask", "forget it all", "-m", model, "--policy", "count_things=deny", "--policy",
+                          "forget_all=deny", "--yes")
+    assert code == 0 and Recorder.calls == [] and "not allowed here" in err
+    code, _, _ = invoke("tools", "policy", "forget_all", "deny")
+    assert code == 0
+    code, _, err = invoke("ask", "forget it all", "-m", model, "--policy", "forget_all=auto")
+    assert code == 0 and Recorder.calls == []
+    code, out, err = invoke("ask", "hi", "-m", "echo", "--policy", "forget_all=sometimes")
+    assert code != 0 and out == "" and "--policy 'forget_all=sometimes'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_chat_policy_options_become_the_conversations_own(invoke: Invoke, tmp_path: Path) -> None:
+    model = script(tmp_path, [{"tool_calls": [{"name": "forget_all"}]}, {"text": "Done."}])
+    code, _, err = invoke("chat", "-m", model, "--policy", "forget_all=auto", input="forget it all\n")
+    assert code == 0 and Recorder.calls == ["forget_all"], err
+    app = open_app(load_settings({"NOTELOOM_HOME": str(tmp_path / "home")}), load_entry_points=False)
+    try:
+        with app.workspace.read() as c:
+            stored = c.execute(sa.select(chat_tables.conversations.c.tool_policies)).scalars().all()
+    finally:
+        app.close()
+    assert stored == [{"forget_all": "auto"}]

@@ -47,6 +47,7 @@ def conversation_from_row(r: Any) -> Conversation:
         max_steps=r.max_steps,
         max_cost=r.max_cost,
         time_limit=r.time_limit,
+        tool_policies=dict(r.tool_policies or {}),
     )
     return Conversation(
         id=r.id,

@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 from noteloom.agent.events import Budgets
 from noteloom.errors import InvalidInput
 from noteloom.messages import Message, Usage
+from noteloom.policy import POLICIES, Policy
 from noteloom.providers.base import THINKING_LEVELS, ThinkingLevel
 
 ChatRole = Literal["user", "assistant", "note"]
@@ -61,6 +62,9 @@ class Controls:
     max_cost: str | None = None
     #: Seconds of wall-clock time.
     time_limit: float | None = None
+    #: This conversation's own tool policies (tool name -> auto | confirm | deny), the last
+    #: layer of noteloom.policy; ``deny`` from any other layer still wins.
+    tool_policies: dict[str, Policy] = field(default_factory=dict)
 
     def budgets(self) -> Budgets:
         """This conversation's budget layer (the output tokens from ``max_tokens``)."""
@@ -102,6 +106,13 @@ def check_controls(c: Controls) -> Controls:
         raise InvalidInput(f"max_steps {c.max_steps!r} is out of range; use a whole number from 1 to 1000")
     if c.time_limit is not None and not _number_in(c.time_limit, 1.0, 86_400.0):
         raise InvalidInput(f"time_limit {c.time_limit!r} is out of range; use a number of seconds from 1 to 86400")
+    if not isinstance(c.tool_policies, dict) or len(c.tool_policies) > 200:
+        raise InvalidInput("tool_policies must be an object of tool name to \"auto\", \"confirm\" or \"deny\"")
+    for name, value in c.tool_policies.items():
+        if not isinstance(name, str) or not 0 < len(name) <= 100 or value not in POLICIES:
+            raise InvalidInput(
+                f"tool_policies: {name!r} = {value!r}; give a tool's name and one of {', '.join(POLICIES)}"
+            )
     if c.max_cost is not None:
         try:
             cost = Budgets.checked(max_cost=c.max_cost).max_cost

@@ -36,6 +36,7 @@ conversations = sa.Table(
     sa.Column("max_steps", sa.Integer),
     sa.Column("max_cost", USD),
     sa.Column("time_limit", sa.Float),
+    sa.Column("tool_policies", sa.JSON),
     # Running totals over the conversation's turns.
     sa.Column("input_tokens", sa.BigInteger, nullable=False, default=0),
     sa.Column("output_tokens", sa.BigInteger, nullable=False, default=0),

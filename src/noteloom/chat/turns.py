@@ -357,6 +357,7 @@ class TurnRunner:
             max_steps=c.max_steps,
             max_cost=c.max_cost,
             time_limit=c.time_limit,
+            tool_policies=c.tool_policies,
         )
 
     def resolve_model(self, address: str | None) -> tuple[Provider, str, str]:
@@ -390,6 +391,7 @@ class TurnRunner:
         # Which calls wait for the card is the loop's question to noteloom.policy, as on every surface.
         options = RunOptions(
             max_output_tokens=controls.max_tokens,
+            policies=controls.tool_policies,
             thinking=controls.thinking_level,
             temperature=controls.temperature,
             top_p=controls.top_p,

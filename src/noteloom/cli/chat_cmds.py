@@ -36,6 +36,7 @@ from noteloom.agent.steps import StepJoiner, visible_text
 from noteloom.app import App
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
+from noteloom.policy import POLICIES, Policy
 from noteloom.providers import THINKING_LEVELS, Provider, ProviderRegistry, ThinkingLevel
 from noteloom.providers.registry import NO_MODEL_HELP
 from noteloom.tools import ToolContext, ToolDef
@@ -55,6 +56,9 @@ MAX_STEPS_OPTION = typer.Option(None, "--max-steps", metavar="N", help="Model ca
 MAX_TOKENS_OPTION = typer.Option(None, "--max-tokens", metavar="N", help="Output tokens per turn, reasoning included.")
 TIMEOUT_OPTION = typer.Option(None, "--timeout", metavar="SECONDS",
                               help="Wall-clock limit per turn; a model still streaming then is cut off.")
+POLICY_OPTION = typer.Option(None, "--policy", metavar="TOOL=POLICY",
+                             help="This run's policy for a tool (auto, confirm or deny; repeat for more). "
+                                  "A deny from `noteloom tools policy` or noteloom.toml still wins.")
 
 
 def register(app: typer.Typer) -> None:
@@ -80,6 +84,7 @@ def ask(
     max_steps: int | None = MAX_STEPS_OPTION,
     max_tokens: int | None = MAX_TOKENS_OPTION,
     timeout: float | None = TIMEOUT_OPTION,
+    policy: list[str] | None = POLICY_OPTION,
 ) -> None:
     """Ask the model one question; it may use the workspace tools. Streams the answer.
 
@@ -88,6 +93,7 @@ def ask(
     """
     level = _thinking(thinking)
     budgets = _budgets(max_cost, max_steps, max_tokens, timeout)
+    policies = _policies(policy)
     piped = None if stdin_is_tty() else _read_stdin()
     if question is None or not question.strip():
         if not piped or not piped.strip():
@@ -96,6 +102,7 @@ def ask(
     with opened(home) as app:
         session = _session(app, model, yes, level)
         session.as_json = as_json
+        session.policies = policies
         session.budgets = budgets.over(Budgets.from_file(app.settings.file))
         text = _with_note(app, question, note, session.nonce) if note else question
         if piped:
@@ -124,6 +131,7 @@ def chat(
     max_steps: int | None = MAX_STEPS_OPTION,
     max_tokens: int | None = MAX_TOKENS_OPTION,
     timeout: float | None = TIMEOUT_OPTION,
+    policy: list[str] | None = POLICY_OPTION,
 ) -> None:
     """A conversation in the terminal: one message per line, until end of input (Ctrl-D).
 
@@ -151,6 +159,8 @@ def chat(
                        ("time_limit", budgets.time_limit)):
         if value is not None:
             controls[key] = value
+    if policy:  # the conversation's own policies, replacing any it had (as the web chat's controls do)
+        controls["tool_policies"] = _policies(policy)
     with opened(home) as app:
         run_conversation(app, controls=controls, conversation_ref=conversation, latest=latest,
                          decide=lambda description: decide_call(description, yes), interactive=stdin_is_tty(),
@@ -206,6 +216,8 @@ class _Session:
     tool_calls: list[dict[str, object]] = field(default_factory=list)
     #: The turn's budgets: the command line's over [agent] in noteloom.toml.
     budgets: Budgets = field(default_factory=Budgets)
+    #: This run's tool policies (--policy), the last layer of noteloom.policy.
+    policies: dict[str, Policy] = field(default_factory=dict)
     _line_open: bool = False
     _ended_early: bool = False
     _steps: StepJoiner = field(default_factory=StepJoiner)
@@ -256,7 +268,7 @@ class _Session:
         spent_cost: Decimal | None = Decimal(0)
         steps = 0
         while True:
-            options = RunOptions(thinking=self.thinking, decisions=decisions, nonce=self.nonce,
+            options = RunOptions(thinking=self.thinking, decisions=decisions, nonce=self.nonce, policies=self.policies,
                                  untrusted=True if self.untrusted else None)
             # A turn resumed after a y/N answer is one turn: what it spent counts against its budgets.
             options = self.budgets.left_after(steps, spent.output_tokens, spent_cost).options(options)
@@ -406,6 +418,17 @@ def _session(app: App, model: str | None, yes: bool, thinking: ThinkingLevel | N
     tools = app.registry.enabled(app.workspace)
     context = app.tool_context(app.workspace.ensure_owner())
     return _Session(provider, name, tools, context, yes, thinking)
+
+
+def _policies(values: list[str] | None) -> dict[str, Policy]:
+    """``--policy TOOL=POLICY`` options as a table."""
+    out: dict[str, Policy] = {}
+    for value in values or []:
+        name, _, policy = value.partition("=")
+        if not name.strip() or policy not in POLICIES:
+            fail(f"--policy {value!r}: write TOOL=POLICY with a policy of {', '.join(POLICIES)}, e.g. delete_note=deny")
+        out[name.strip()] = policy
+    return out
 
 
 def _thinking(value: str | None) -> ThinkingLevel | None:

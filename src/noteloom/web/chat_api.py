@@ -80,12 +80,19 @@ class ControlsIn(StrictModel):
     )
     time_limit: float | None = Field(None, ge=1, le=86_400, allow_inf_nan=False,
                                      description="Seconds of wall-clock time per turn; null = [agent].")
+    tool_policies: dict[str, Literal["auto", "confirm", "deny"]] | None = Field(
+        None, max_length=200,
+        description="This conversation's tool policies, over the workspace's and noteloom.toml's "
+                    "(a deny from those still wins); replaces the whole set, null clears it.",
+    )
 
     def changes(self) -> dict[str, Any]:
         out = self.model_dump(exclude_unset=True)
         for flag in ("workspace_tools", "workspace_writes"):
             if flag in out and out[flag] is None:
                 del out[flag]  # a toggle has no "default" to fall back to
+        if "tool_policies" in out and out["tool_policies"] is None:
+            out["tool_policies"] = {}
         return out
 
 
@@ -135,6 +142,7 @@ class ControlsOut(BaseModel):
     max_steps: int | None = None
     max_cost: str | None = Field(None, description="USD, exact.")
     time_limit: float | None = None
+    tool_policies: dict[str, str] = Field(default_factory=dict)
 
 
 class ConversationOut(BaseModel):
