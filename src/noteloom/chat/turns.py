@@ -73,6 +73,7 @@ from noteloom.db import now_ms
 from noteloom.errors import ConfigError, NoteloomError, NotFound
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.providers.base import Provider
+from noteloom.providers.registry import ProviderRegistry
 from noteloom.tools import ToolContext, ToolDef, ToolError
 from noteloom.workspace import User
 
@@ -159,6 +160,11 @@ class TurnRunner:
                     tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                # The models' connections were opened on this event loop: close them on it, or
+                # a later loop (the next command, the next test) is handed their teardown.
+                registry = self.host.services.get("providers")
+                if isinstance(registry, ProviderRegistry):
+                    await registry.aclose()
                 await to_thread.run_sync(self.lease.release)
 
     def _start_up(self) -> None:
