@@ -20,6 +20,7 @@ from noteloom.tools import (
     SCOPE_KEY,
     NotebookScope,
     ToolArgumentError,
+    ToolContext,
     ToolDef,
     ToolError,
     ToolFailure,
@@ -235,3 +236,25 @@ def test_mcp_is_switched_on_and_off_from_the_terminal(run: Callable[..., str]) -
     run("mcp", "enable")
     status = run("mcp", "status")
     assert "MCP is on" in status and "/mcp" in status and "search_notes" in status
+
+
+def test_every_built_in_tool_has_a_valid_schema_and_a_plugins_bad_schema_is_refused_at_registration(
+    app: App,
+) -> None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    from noteloom.app import is_builtin
+
+    tools = app.registry.all()
+    assert tools and all(is_builtin(t) for t in tools), [t.name for t in tools if not is_builtin(t)]
+    for tool in tools:  # what registration skips for them at start-up
+        Draft202012Validator.check_schema(tool.input_schema)
+
+    async def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
+        return {}
+
+    bad = ToolDef("bad_tool", "A plugin's tool.", {"type": "object", "properties": {"n": {"type": 12}}}, handler)
+    assert not is_builtin(bad)
+    with pytest.raises(SchemaError):
+        ToolRegistry().register(bad)

@@ -54,6 +54,11 @@ class App:
         self.engine.dispose()
 
 
+def is_builtin(tool: ToolDef) -> bool:
+    """Whether ``tool`` is one of noteloom's own (registered by ``noteloom.default_plugins``)."""
+    return getattr(tool.handler, "__module__", "").startswith("noteloom.default_plugins.")
+
+
 def access_token(app: App, *, rotate: bool = False) -> str:
     """The owner's API token, kept in a 0600 file in the data directory (the database
     stores only its hash). Creates the owner and the token on first use; ``rotate``
@@ -159,7 +164,7 @@ def open_app(
     def register_tool(tool: ToolDef) -> None:
         # A tool that needs a service which is off (semantic search …) is left out entirely.
         if all(name in services for name in tool.requires):
-            registry.register(tool)
+            registry.register(tool, check_schema=not is_builtin(tool))
 
     pm.hook.register_tools(register=register_tool)
     app = App(settings, engine, workspace, pm, registry, services)

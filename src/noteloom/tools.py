@@ -285,12 +285,15 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, ToolDef] = {}
 
-    def register(self, tool: ToolDef) -> None:
+    def register(self, tool: ToolDef, *, check_schema: bool = True) -> None:
+        """Add ``tool``; its input schema is checked against JSON Schema's own first, unless
+        ``check_schema`` is false (noteloom's built-in tools: a test checks theirs, and the
+        check costs a seventh of a second at every start of the command line)."""
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is registered already")
-        Draft202012Validator.check_schema(tool.input_schema)
+        if check_schema:
+            Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
-        _validator(tool)
 
     def all(self) -> list[ToolDef]:
         return sorted(self._tools.values(), key=lambda t: t.name)
