@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -150,14 +151,14 @@ def noteloom_serve(
                 raise RuntimeError(f"noteloom serve stopped while starting:\n{log.read_text()}")
             key, _, value = line.partition(":")
             if key == "web":
-                url = value.strip().split("/?", 1)[0].replace("localhost", "127.0.0.1")
+                url = re.split(r"/[?#]", value.strip(), maxsplit=1)[0].replace("localhost", "127.0.0.1")
             elif key == "token":
                 token = value.strip()
         yield ServeProcess(LiveServer(url, token), proc.pid, log)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
