@@ -66,6 +66,12 @@ def _config(asgi: Any, limits: ServerLimits, **kwargs: Any) -> uvicorn.Config:
     return uvicorn_config(asgi, limits, log_level="warning", lifespan="on", access_log=False, **kwargs)
 
 
+def served_url(printed: str) -> str:
+    """The server's address from the ``web:`` line ``noteloom serve`` prints (its sign-in
+    link, the token after ``#`` or ``?``)."""
+    return re.split(r"/[?#]", printed.strip(), maxsplit=1)[0].replace("localhost", "127.0.0.1")
+
+
 @contextmanager
 def live_server(app: App) -> Iterator[LiveServer]:
     """Serve ``app`` from a background thread for the duration of the block."""
@@ -151,7 +157,7 @@ def noteloom_serve(
                 raise RuntimeError(f"noteloom serve stopped while starting:\n{log.read_text()}")
             key, _, value = line.partition(":")
             if key == "web":
-                url = re.split(r"/[?#]", value.strip(), maxsplit=1)[0].replace("localhost", "127.0.0.1")
+                url = served_url(value)
             elif key == "token":
                 token = value.strip()
         yield ServeProcess(LiveServer(url, token), proc.pid, log)

@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from chat_support import collect, running_chat
+from livesrv import served_url
 from noteloom.app import App, open_app
 from noteloom.chat import ChatService
 from noteloom.chat import tables as t
@@ -101,7 +102,7 @@ def serve(home: Path, *args: str, database_url: str | None = None) -> Iterator[S
             seen.append(line)
             key, _, value = line.strip().partition(":")
             if key == "web":
-                url = value.strip().split("/?", 1)[0].replace("localhost", "127.0.0.1")
+                url = served_url(value)
             elif key == "token":
                 token = value.strip()
         yield Served(proc, url, token)
