@@ -216,26 +216,45 @@ def _open(home: Path) -> App:
     return open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
 
 
-@pytest.mark.anyio
-async def test_approving_after_a_restart_goes_on_from_the_held_call_without_repeating_anything(
-    tmp_path: Path,
-) -> None:
+@dataclass
+class Parked:
+    """A turn that asked to trash a note, held for approval when its server stopped."""
+
+    home: Path
+    script: Path
+    owner: Any
+    note_id: str
+    message_id: str
+    events: list[Any]
+    view: dict[str, Any]
+
+
+async def _park_a_delete(tmp_path: Path, title: str, message: str) -> Parked:
     home = _home(tmp_path, [])
     script = tmp_path / "home-script.json"
     first = _open(home)
     owner = first.workspace.ensure_owner()
-    note = first.workspace.create_note("Old plans", "x")
+    note = first.workspace.create_note(title, "x")
     first.registry.set_enabled(first.workspace, "delete_note", True)
     script.write_text(json.dumps([
         {"text": "I will delete it.", "tool_calls": [{"name": "delete_note", "arguments": {"id": note.id}}]},
     ]))
     try:
         async with running_chat(first) as chat:
-            sent = await chat.send(owner, "delete the old plans", controls={"model": "play"})
-            before = await collect(chat, owner, sent.message_id, timeout=TIMEOUT)
-            parked = await chat.message(owner, sent.message_id)
+            sent = await chat.send(owner, message, controls={"model": "play"})
+            events = await collect(chat, owner, sent.message_id, timeout=TIMEOUT)
+            view = await chat.message(owner, sent.message_id)
     finally:
         first.close()
+    return Parked(home, script, owner, note.id, sent.message_id, events, view)
+
+
+@pytest.mark.anyio
+async def test_approving_after_a_restart_goes_on_from_the_held_call_without_repeating_anything(
+    tmp_path: Path,
+) -> None:
+    p = await _park_a_delete(tmp_path, "Old plans", "delete the old plans")
+    home, script, owner, before, parked = p.home, p.script, p.owner, p.events, p.view
     assert parked["status"] == "awaiting_confirmation" and parked["content"] == "I will delete it."
     # The card names the note as a person knows it.
     assert parked["pending_action"]["description"] == "Move 'Old plans' (Notes) to the trash."
@@ -248,10 +267,10 @@ async def test_approving_after_a_restart_goes_on_from_the_held_call_without_repe
         async with running_chat(second) as chat:
             seen = parked["last_seq"]
             assert seen == before[-1].seq
-            await chat.confirm(owner, sent.message_id, "approve")
-            after = await collect(chat, owner, sent.message_id, after=seen, timeout=TIMEOUT)
-            view = await chat.message(owner, sent.message_id)
-            replay = await collect(chat, owner, sent.message_id, timeout=TIMEOUT)
+            await chat.confirm(owner, p.message_id, "approve")
+            after = await collect(chat, owner, p.message_id, after=seen, timeout=TIMEOUT)
+            view = await chat.message(owner, p.message_id)
+            replay = await collect(chat, owner, p.message_id, timeout=TIMEOUT)
     finally:
         second.close()
     # Numbered on from the last event before the restart: nothing missed, nothing twice.
@@ -265,7 +284,7 @@ async def test_approving_after_a_restart_goes_on_from_the_held_call_without_repe
     assert view["status"] == "complete"
     assert view["content"] == "I will delete it.\n\nDone, it is in the trash."
     assert view["content"].count("I will delete it.") == 1
-    assert view["tool_calls"] == [{"id": "call_1", "name": "delete_note", "arguments": {"id": note.id},
+    assert view["tool_calls"] == [{"id": "call_1", "name": "delete_note", "arguments": {"id": p.note_id},
                                    "status": "done"}]
 
 
@@ -273,33 +292,20 @@ async def test_approving_after_a_restart_goes_on_from_the_held_call_without_repe
 async def test_the_partial_answer_of_a_turn_resumed_after_a_restart_holds_the_earlier_text_once(
     tmp_path: Path,
 ) -> None:
-    home = _home(tmp_path, [])
-    script = tmp_path / "home-script.json"
-    first = _open(home)
-    owner = first.workspace.ensure_owner()
-    note = first.workspace.create_note("Old", "x")
-    first.registry.set_enabled(first.workspace, "delete_note", True)
-    script.write_text(json.dumps([
-        {"text": "I will delete it.", "tool_calls": [{"name": "delete_note", "arguments": {"id": note.id}}]},
-    ]))
-    try:
-        async with running_chat(first) as chat:
-            sent = await chat.send(owner, "delete it", controls={"model": "play"})
-            await collect(chat, owner, sent.message_id, timeout=TIMEOUT)
-    finally:
-        first.close()
+    p = await _park_a_delete(tmp_path, "Old", "delete it")
+    home, script, owner = p.home, p.script, p.owner
     script.write_text(json.dumps([{"chunks": ["Gone"], "hang": True}]))
     second = _open(home)
     try:
         async with running_chat(second) as chat:
-            confirmed = await chat.confirm(owner, sent.message_id, "approve")
+            confirmed = await chat.confirm(owner, p.message_id, "approve")
             assert confirmed["status"] == "running"
             last = confirmed["last_seq"]
-            async for event in chat.events(owner, sent.message_id, last):
+            async for event in chat.events(owner, p.message_id, last):
                 if event.kind == "text":
                     break
-            here = await chat.message(owner, sent.message_id)
-            elsewhere = await ChatService(second).message(owner, sent.message_id)  # as another process reads it
+            here = await chat.message(owner, p.message_id)
+            elsewhere = await ChatService(second).message(owner, p.message_id)  # as another process reads it
     finally:
         second.close()
     assert here["partial_text"] == "I will delete it.\n\nGone"
