@@ -21,7 +21,7 @@ from noteloom.config import SETTINGS_FILE, Settings, load_settings
 from noteloom.errors import AuthError
 from noteloom.plugins import plugin_manager
 from noteloom.providers import provider_registry
-from noteloom.semantic import open_index
+from noteloom.semantic.wiring import open_index
 from noteloom.tools import SCOPE_KEY, ToolContext, ToolDef, ToolRegistry, scope_from_setting
 from noteloom.workspace import User, Workspace
 

@@ -59,7 +59,22 @@ def plugin_manager(extra: list[Any] | None = None, *, load_entry_points: bool = 
     for name in DEFAULT_PLUGINS:
         pm.register(importlib.import_module(name), name=name)
     if load_entry_points:
-        pm.load_setuptools_entrypoints(PROJECT)
+        _load_entry_points(pm)
     for plugin in extra or []:
         pm.register(plugin)
     return pm
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    """Register the plugins installed packages declare under the ``noteloom`` entry-point group.
+
+    What ``pm.load_setuptools_entrypoints`` does, through ``entry_points(group=…)``: that
+    reads the group's entries without building every installed distribution's metadata
+    first (a twentieth of a second at every start of the command line in a full venv).
+    """
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=PROJECT):
+        if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+            continue
+        pm.register(ep.load(), name=ep.name)

@@ -27,9 +27,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import jsonschema
-from jsonschema.validators import Draft202012Validator
-
 from noteloom.errors import (
     ConfigError,
     EmbeddingError,
@@ -42,6 +39,7 @@ from noteloom.jsonvalues import find_problem
 from noteloom.workspace import Notebook, User, Workspace
 
 if TYPE_CHECKING:
+    from jsonschema.validators import Draft202012Validator
     from sqlalchemy.engine import Connection
 
 log = logging.getLogger("noteloom.tools")
@@ -292,6 +290,8 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is registered already")
         if check_schema:
+            from jsonschema.validators import Draft202012Validator
+
             Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
 
@@ -363,6 +363,10 @@ def _validator(tool: ToolDef) -> Draft202012Validator:
         return hit[1]
     if len(_VALIDATORS) > 4096:
         _VALIDATORS.clear()
+    # jsonschema is imported on the first call, not at start: a twentieth of a second of
+    # every command line that never validates a tool call.
+    from jsonschema.validators import Draft202012Validator
+
     validator = Draft202012Validator(tool.input_schema)
     _VALIDATORS[id(tool)] = (tool, validator)
     return validator
@@ -380,7 +384,10 @@ def validate_args(tool: ToolDef, args: Any) -> dict[str, Any]:
     if problem is not None:
         where = f"argument {problem.path!r}: " if problem.path else ""
         raise ToolArgumentError(f"{name}: {where}{problem.message}{FIX_ARGUMENTS}")
-    error = jsonschema.exceptions.best_match(_validator(tool).iter_errors(args))
+    validator = _validator(tool)
+    from jsonschema.exceptions import best_match
+
+    error = best_match(validator.iter_errors(args))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path)
         if error.validator == "required" or not where:

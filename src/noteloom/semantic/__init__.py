@@ -25,17 +25,50 @@ search fused), ``wiring`` (settings to index, the worker as a lifespan).
 
 from __future__ import annotations
 
-from noteloom.semantic.hybrid import HybridResult, Mode, NoteHit, fuse, hybrid_search, query_shape
-from noteloom.semantic.index import (
-    DEFAULT_THRESHOLDS,
-    ChunkHit,
-    IndexStatus,
-    Relevance,
-    SemanticIndex,
-    SemanticResult,
-    snippet_of,
-)
-from noteloom.semantic.wiring import index_worker, open_index
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from noteloom.semantic.hybrid import (
+        HybridResult,
+        Mode,
+        NoteHit,
+        fuse,
+        hybrid_search,
+        query_shape,
+    )
+    from noteloom.semantic.index import (
+        DEFAULT_THRESHOLDS,
+        ChunkHit,
+        IndexStatus,
+        Relevance,
+        SemanticIndex,
+        SemanticResult,
+        snippet_of,
+    )
+    from noteloom.semantic.wiring import index_worker, open_index
+
+#: Where each name lives: the package imports a module when one of its names is first
+#: used, so that opening a workspace does not import hybrid ranking and the query
+#: parser (start-up of the command line).
+_HOMES = {
+    "hybrid": ("HybridResult", "Mode", "NoteHit", "fuse", "hybrid_search", "query_shape"),
+    "index": ("DEFAULT_THRESHOLDS", "ChunkHit", "IndexStatus", "Relevance", "SemanticIndex", "SemanticResult",
+              "snippet_of"),
+    "wiring": ("index_worker", "open_index"),
+}
+_WHERE = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
