@@ -22,7 +22,6 @@ from noteloom.plugins import hookimpl
 from noteloom.query import parse_query
 from noteloom.search import notes_allowed
 from noteloom.semantic import SemanticIndex
-from noteloom.semantic.hybrid import semantic_text
 from noteloom.tools import ToolContext, ToolDef, ToolError
 
 SEMANTIC_MAX = 50
@@ -64,6 +63,8 @@ def _semantic_search(ctx: ToolContext, args: dict[str, Any]) -> Any:
         )
     with ws.read() as c:
         allowed = notes_allowed(c, q, notebook_ids)
+    from noteloom.semantic.hybrid import semantic_text  # at the first call: start-up
+
     result = index.search(
         semantic_text(q),
         limit=int(args.get("limit", 10)),

@@ -19,7 +19,6 @@ from noteloom.default_plugins.workspace_tools.schemas import (
 )
 from noteloom.default_plugins.workspace_tools.scope import Books, notebook_titles, visible_note
 from noteloom.outline import outline_text, resolve_section, section_text
-from noteloom.semantic import hybrid_search
 from noteloom.tools import ToolContext, ToolDef, ToolError, ToolResult
 
 #: Characters of body (or outline) one read returns unless the caller asks otherwise.
@@ -69,6 +68,9 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
     limit = int(args.get("limit", 20))
     offset = int(args.get("offset", 0))
     ws = ctx.workspace
+    # Imported at the first search, not when the tools register (start-up of the command line).
+    from noteloom.semantic.hybrid import hybrid_search
+
     # One read transaction for the scope, the hits and their notebooks: one snapshot,
     # and one BEGIN instead of three on the busiest tool.
     with ws.read() as c:
