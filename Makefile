@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 # PyTorch's CPU build; an unpinned torch would pull a multi-gigabyte CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: serve test test-loaded lint bench install install-test embeddings system-deps peers clean assets
+.PHONY: serve test test-loaded lint bench bench-real install install-test embeddings system-deps peers clean assets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,8 +60,13 @@ lint: install-test
 	$(BIN)/mypy --strict src/noteloom
 
 ## Benchmarks; figures are printed, not asserted. BENCH_ARGS="--notes 10000" for a quick run.
+## bench_real among them: every figure on vaults shaped like users' own (cached in .bench-cache/).
 bench: install-test
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+## Only the real-shapes table: BENCH_ARGS="--sizes 2000 --only latency" to iterate.
+bench-real: install-test
+	$(BIN)/python -m bench.bench_real $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
