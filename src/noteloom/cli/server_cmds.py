@@ -6,12 +6,16 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from noteloom.app import access_token
 from noteloom.cli.common import HOME_OPTION, opened
+
+if TYPE_CHECKING:
+    from noteloom.app import App
+    from noteloom.semantic.embed_service import ServiceProcess
 
 
 def register(app: typer.Typer) -> None:
@@ -78,12 +82,13 @@ def register(app: typer.Typer) -> None:
                 finally:
                     remove_runtime(runtime)
                 return
+            service = _embed_service(a)
         # Several processes: each opens the workspace itself (the settings travel in the
         # environment) and serves on a socket of its own; see noteloom.web.workers.
         os.environ["NOTELOOM_HOME"] = str(settings.data_dir)
         supervisor = Supervisor(
             socks, "noteloom.web.app:served_app", {"log_level": "warning", "timeout_graceful_shutdown": 5},
-            limits=settings.limits,
+            limits=settings.limits, service=service,
         )
         try:
             supervisor.run()
@@ -93,6 +98,18 @@ def register(app: typer.Typer) -> None:
                 sock.close()
         if supervisor.failed:
             raise typer.Exit(1)
+
+
+def _embed_service(a: App) -> ServiceProcess | None:
+    """One embedding service for all the workers, when semantic search is on."""
+    from noteloom.semantic import SemanticIndex
+    from noteloom.semantic.embed_service import EmbedderSource, ServiceProcess
+
+    index = a.services.get("semantic")
+    if not isinstance(index, SemanticIndex):
+        return None
+    source = EmbedderSource("noteloom.web.workers:workspace_embedder", {"config": dict(a.settings.section("embeddings"))})
+    return ServiceProcess(source, index.embedder.name, a.settings.data_dir)
 
 
 # -- the runtime file: which port a running `serve` listens on ----------------------------

@@ -11,8 +11,9 @@ from typing import Any, Protocol
 from sqlalchemy.engine import Engine
 
 from noteloom.chunks import ChunkSpec
-from noteloom.embedders import DEFAULT_LOCAL_MODEL, EmbedderFactory, local_model_available
+from noteloom.embedders import DEFAULT_LOCAL_MODEL, Embedder, EmbedderFactory, local_model_available
 from noteloom.errors import ConfigError
+from noteloom.semantic.embed_service import RemoteEmbedder, ServiceEndpoint
 from noteloom.semantic.index import DEFAULT_THRESHOLDS, SemanticIndex
 
 log = logging.getLogger("noteloom.semantic")
@@ -30,21 +31,20 @@ def open_index(
     ``embeddings`` extra is installed and the database can hold vectors, and off otherwise
     (keyword search works either way). ``enabled = false`` turns it off. The kind of
     embedder is ``type``, or the prefix of ``model`` (``local:…``, ``openai:…``).
+
+    When ``env`` names a shared embedding service (``serve --workers N`` hands its workers
+    one, see :mod:`noteloom.semantic.embed_service`), the index embeds through it and this
+    process never builds the embedder, nor loads its model.
     """
     if config.get("enabled", True) is False:
         return None
     explicit = bool(config)
-    kind = str(config.get("type") or "")
-    model = str(config.get("model") or "")
-    if not kind:
-        kind = model.split(":", 1)[0] if ":" in model and not Path(model).is_absolute() else "local"
+    kind = _kind(config)
     if kind == "local" and not explicit and not local_model_available(DEFAULT_LOCAL_MODEL):
         return None
-    factory = factories.get(kind)
-    if factory is None:
-        known = ", ".join(sorted(factories)) or "none"
-        raise ConfigError(f"[embeddings] names the embedder type {kind!r}, which no plugin provides (known: {known})")
-    embedder = factory(config, env)
+    factory = _factory(kind, factories)
+    endpoint = ServiceEndpoint.from_env(env)
+    embedder: Embedder = RemoteEmbedder(endpoint) if endpoint is not None else factory(config, env)
     thresholds = config.get("thresholds", {})
     if not isinstance(thresholds, Mapping) or not all(
         k in DEFAULT_THRESHOLDS and isinstance(v, int | float) for k, v in thresholds.items()
@@ -62,6 +62,29 @@ def open_index(
             return None
         raise ConfigError(f"[embeddings] is set, but {reason}")
     return index
+
+
+def build_embedder(
+    config: Mapping[str, Any], factories: Mapping[str, EmbedderFactory], env: Mapping[str, str]
+) -> Embedder:
+    """The embedder the ``[embeddings]`` settings describe (what a shared embedding service runs)."""
+    return _factory(_kind(config), factories)(config, env)
+
+
+def _kind(config: Mapping[str, Any]) -> str:
+    kind = str(config.get("type") or "")
+    model = str(config.get("model") or "")
+    if not kind:
+        kind = model.split(":", 1)[0] if ":" in model and not Path(model).is_absolute() else "local"
+    return kind
+
+
+def _factory(kind: str, factories: Mapping[str, EmbedderFactory]) -> EmbedderFactory:
+    factory = factories.get(kind)
+    if factory is None:
+        known = ", ".join(sorted(factories)) or "none"
+        raise ConfigError(f"[embeddings] names the embedder type {kind!r}, which no plugin provides (known: {known})")
+    return factory
 
 
 def _setting(config: Mapping[str, Any], key: str, default: int) -> int:

@@ -12,6 +12,12 @@ the workers. The parent only supervises:
   SIGTERM when its parent dies (Linux's PR_SET_PDEATHSIG);
 - SIGINT or SIGTERM stops every worker gracefully (uvicorn finishes the requests in
   flight, up to ``timeout_graceful_shutdown``), then the parent exits.
+
+With semantic search on, the supervisor first starts one embedding service
+(:mod:`noteloom.semantic.embed_service`) and hands every worker its address and key in
+the environment: the model is loaded once, not once per worker. The service is
+restarted like a worker when it dies and stopped after the workers. Of the workers,
+one runs the background indexer (the others stand by on its workspace lock).
 """
 
 from __future__ import annotations
@@ -21,14 +27,17 @@ import multiprocessing
 import os
 import signal
 import socket
-import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from noteloom.config import ServerLimits
+from noteloom.embedders import Embedder
+from noteloom.errors import NoteloomError
+from noteloom.semantic.embed_service import ServiceProcess, tie_to_parent
 
 log = logging.getLogger(__name__)
 
@@ -39,29 +48,27 @@ STOP_TIMEOUT = 15.0
 
 
 def _worker_main(
-    sock: socket.socket, app: str, options: dict[str, Any], limits: ServerLimits, parent: int
+    sock: socket.socket, app: str, options: dict[str, Any], limits: ServerLimits, parent: int,
+    env: dict[str, str],
 ) -> None:  # pragma: no cover - child
     from noteloom.web.server import serve
 
-    _stop_with_parent(parent)
-
+    # The kernel sends SIGTERM when the supervisor dies, even by SIGKILL, so no worker keeps
+    # serving (and holding the workspace's locks) without it.
+    tie_to_parent(parent)
+    os.environ.update(env)  # the embedding service's address and key, read by open_app
     serve(app, [sock], limits, factory=True, **options)
 
 
-def _stop_with_parent(parent: int) -> None:
-    """Have the kernel send SIGTERM when the supervisor dies, even by SIGKILL, so no worker
-    keeps serving (and holding the workspace's locks) without it. Linux only; elsewhere a
-    killed supervisor leaves its workers to be stopped by hand."""
-    if sys.platform != "linux":
-        return
-    import ctypes
+def workspace_embedder(config: Mapping[str, Any]) -> Embedder:
+    """The embedder an ``[embeddings]`` table names, built with the installed plugins' factories
+    (what the embedding service of ``serve --workers N`` runs)."""
+    from noteloom.plugins import plugin_manager
+    from noteloom.semantic.wiring import build_embedder
 
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0) != 0:
-        log.warning("cannot tie this server process to its supervisor (errno %s)", ctypes.get_errno())
-    elif os.getppid() != parent:  # the supervisor died before the line above
-        os.kill(os.getpid(), signal.SIGTERM)
+    factories: dict[str, Any] = {}
+    plugin_manager().hook.register_embedders(register=factories.__setitem__)
+    return build_embedder(config, factories, os.environ)
 
 
 @dataclass
@@ -81,6 +88,8 @@ class Supervisor:
     options: dict[str, Any] = field(default_factory=dict)
     limits: ServerLimits = field(default_factory=ServerLimits)
     poll: float = 0.5
+    #: The shared embedding service, started before the workers (``None``: semantic search is off).
+    service: ServiceProcess | None = None
 
     def __post_init__(self) -> None:
         self._ctx = multiprocessing.get_context("spawn")
@@ -92,12 +101,16 @@ class Supervisor:
         """Serve until SIGINT or SIGTERM (or until workers keep failing to start)."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            if self.service is not None:
+                self.service.start()
             for slot in self._slots:
                 self._start(slot)
             while not self._stop.wait(self.poll):
                 self._revive()
         finally:
             self._stop_all()
+            if self.service is not None:
+                self.service.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
@@ -108,14 +121,20 @@ class Supervisor:
         self._stop.set()
 
     def _start(self, slot: _Slot) -> None:
+        env = self.service.endpoint.to_env() if self.service is not None else {}
         process = self._ctx.Process(
-            target=_worker_main, args=(slot.sock, self.app, self.options, self.limits, os.getpid()),
+            target=_worker_main, args=(slot.sock, self.app, self.options, self.limits, os.getpid(), env),
             daemon=False,
         )
         process.start()
         slot.process, slot.started = process, time.monotonic()
 
     def _revive(self) -> None:
+        if self.service is not None and not self._stop.is_set():
+            try:
+                self.service.ensure_running()
+            except NoteloomError as exc:  # searches say so until a later try succeeds
+                log.error("%s", exc)
         for slot in self._slots:
             process = slot.process
             if process is None or process.is_alive() or self._stop.is_set():
