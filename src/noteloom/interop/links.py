@@ -30,12 +30,14 @@ _UNSAFE = set(" %()<>\"'#?\\[]`")
 def link_spans(body: str) -> list[tuple[int, int]]:
     """Start and end offsets of every link target in ``body``, in order, never overlapping."""
     spans: list[tuple[int, int]] = []
-    for rx in (_INLINE, _REFERENCE):
-        for m in rx.finditer(body):
-            group = "angle" if m.group("angle") is not None else "bare"
-            spans.append(m.span(group))
-    for m in _HTML.finditer(body):
-        spans.append(m.span("value"))
+    # Each pattern needs its marker; a body without it is not scanned by that pattern.
+    for rx, marker in ((_INLINE, "]("), (_REFERENCE, "]:")):
+        if marker in body:
+            for m in rx.finditer(body):
+                group = "angle" if m.group("angle") is not None else "bare"
+                spans.append(m.span(group))
+    if "=" in body:
+        spans.extend(_html_spans(body))
     spans.sort()
     out: list[tuple[int, int]] = []
     last_end = -1
@@ -43,6 +45,30 @@ def link_spans(body: str) -> list[tuple[int, int]]:
         if start >= last_end:
             out.append((start, end))
             last_end = end
+    return out
+
+
+def _html_spans(body: str) -> list[tuple[int, int]]:
+    """The ``value`` spans of ``_HTML.finditer(body)``, found from the ``=`` signs: a match
+    starts at ``src`` or ``href`` just before an ``=`` (and the spaces before it), so the
+    pattern is tried at those two places only. Scanning every position of the body took
+    most of an import's link work (``\\b`` at the start of a case-blind pattern leaves the
+    regex engine nothing to skip ahead by)."""
+    out: list[tuple[int, int]] = []
+    resume = 0  # where finditer would go on after its last match
+    i = body.find("=")
+    while i >= 0:
+        j = i
+        while j > 0 and body[j - 1].isspace():
+            j -= 1
+        for start in (j - 4, j - 3):  # "href", "src": the leftmost first, as finditer tries them
+            if start >= resume:
+                m = _HTML.match(body, start)
+                if m is not None:
+                    out.append(m.span("value"))
+                    resume = m.end()
+                    break
+        i = body.find("=", max(i + 1, resume))
     return out
 
 

@@ -83,13 +83,15 @@ def write_bundle(
             if plan.book_rows:
                 conn.execute(db.notebooks.insert(), plan.book_rows)
             done = 0
+            inserter = _NoteInserter(conn)
             for rows in _body_chunks(plan, bundle):
-                conn.execute(db.notes.insert(), rows)
+                inserter.insert(rows)
                 record_change(conn, [r["id"] for r in rows], "create")
                 for r in rows:
                     r["body"] = None  # written: let the text go
                 done += len(rows)
                 progress("writing", done, total)
+            inserter.close()
             for table, all_rows in (
                 (db.tags, plan.tag_rows),
                 (db.note_tags, plan.link_rows),
@@ -355,6 +357,45 @@ def _body_chunks(plan: _Plan, bundle: Bundle) -> Iterator[list[dict[str, Any]]]:
             rows, size = [], 0
     if rows:
         yield rows
+
+
+#: A temporary table of the import's connection, for ``_NoteInserter``.
+_BATCH = "noteloom_import_notes"
+
+
+class _NoteInserter:
+    """Inserts note rows. On SQLite they go into a temporary table first and then into
+    ``notes`` with one ``INSERT … SELECT``, so the keyword index trigger fills FTS5 in
+    bulk: row by row (an ``executemany`` straight into ``notes``) FTS5 flushed its pending
+    terms at every row's trigger, and indexing took 3.5 times the CPU (6.9 s instead of
+    2.0 s for 10,000 notes shaped like real vaults)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.bulk = conn.dialect.name == "sqlite"
+        self.names = ""
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        if not self.bulk:
+            self.conn.execute(db.notes.insert(), rows)
+            return
+        cols = list(rows[0])
+        names = ", ".join(cols)
+        if names != self.names:
+            self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{_BATCH}")
+            self.conn.exec_driver_sql(f"CREATE TEMP TABLE {_BATCH} AS SELECT {names} FROM notes WHERE 0")
+            self.names = names
+        self.conn.exec_driver_sql(
+            f"INSERT INTO temp.{_BATCH} ({names}) VALUES ({', '.join(':' + c for c in cols)})", rows
+        )
+        self.conn.exec_driver_sql(f"INSERT INTO notes ({names}) SELECT {names} FROM temp.{_BATCH}")
+        self.conn.exec_driver_sql(f"DELETE FROM temp.{_BATCH}")
+
+    def close(self) -> None:
+        """Drop the temporary table (in the transaction: a rollback drops it as well)."""
+        if self.names:
+            self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{_BATCH}")
+            self.names = ""
 
 
 def _remap_links(body: str, remap: dict[str, str]) -> str:
