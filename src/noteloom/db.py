@@ -414,9 +414,15 @@ def write_tx(engine: Engine) -> Iterator[Connection]:
 
 @contextmanager
 def read_tx(engine: Engine) -> Iterator[Connection]:
-    """A read-only transaction: one consistent snapshot, no write lock."""
-    with engine.connect() as conn, conn.begin():
-        yield conn
+    """A read-only transaction: one consistent snapshot, no write lock. ``conn.info["read_only"]``
+    says so to whoever is handed the connection (search keeps rankings only for those)."""
+    with engine.connect() as conn:
+        conn.info["read_only"] = True
+        try:
+            with conn.begin():
+                yield conn
+        finally:
+            conn.info.pop("read_only", None)
 
 
 @contextmanager

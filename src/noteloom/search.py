@@ -27,7 +27,6 @@ by its first 100,000 characters.
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 import threading
 import unicodedata
@@ -226,12 +225,10 @@ _TOP = (
     .order_by(sa.literal_column("rank"))
     .limit(sa.bindparam("fetch"))
 )
-_TOP_SUB = _TOP.subquery("top")
-_TOP_PAGE = (
-    sa.select(*_COLUMNS, _TOP_SUB.c.rank)
-    .select_from(_TOP_SUB.join(_n, _n.c.seq == _TOP_SUB.c.rowid))
-    .order_by(_TOP_SUB.c.rank)
-)
+_NOTES_BY_SEQ = sa.select(*_COLUMNS).where(_n.c.seq.in_(sa.bindparam("seqs", expanding=True)))
+# The state of the index: its structure record (segments and a counter every flush of a
+# write transaction moves on) and its averages record (rows and tokens in all).
+_INDEX_STATE = "SELECT group_concat(hex(block), '.') FROM notes_fts_data WHERE id IN (1, 10)"
 _PAGE = (
     sa.select(_n.c.seq, sa.literal("").label("body"), db.notebooks.c.title.label("notebook"),
               (_n.c.source_url != "").label("clipped"))
@@ -245,6 +242,53 @@ _PAGE_BODIES = _PAGE.with_only_columns(
 
 def _row(r: Any, score: float) -> _Row:
     return _Row(r.seq, r.id, r.title, r.notebook_id, r.updated_time, score)
+
+
+class _Rankings:
+    """Recent best-first lists of index matches, for one state of the index (a state
+    read in another transaction, newer or older, replaces them all). Kept per process;
+    each list is exact for the query text, up to the length it was read to."""
+
+    KEPT = 512
+    LONGEST = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = ""
+        self._lists: OrderedDict[str, tuple[int, list[tuple[int, float]]]] = OrderedDict()
+
+    def get(self, state: str, text: str, fetch: int) -> list[tuple[int, float]] | None:
+        with self._lock:
+            if state != self._state:
+                return None
+            kept = self._lists.get(text)
+            if kept is None:
+                return None
+            read_to, best = kept
+            if read_to < fetch and len(best) == read_to:  # shorter than asked, and there are more
+                return None
+            self._lists.move_to_end(text)
+            return best[:fetch]
+
+    def put(self, state: str, text: str, fetch: int, best: list[tuple[int, float]]) -> None:
+        if fetch > self.LONGEST:
+            return
+        with self._lock:
+            if state != self._state:
+                self._state = state
+                self._lists.clear()
+            self._lists[text] = (fetch, best)
+            self._lists.move_to_end(text)
+            while len(self._lists) > self.KEPT:
+                self._lists.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._state = ""
+            self._lists.clear()
+
+
+_rankings = _Rankings()
 
 
 class _Plan:
@@ -410,29 +454,53 @@ class _Plan:
             .where(_FTS_TABLE.match(self._fts_text()), *required)
         )
 
-    def _fts_top(self, fetch: int) -> sa.CursorResult[Any]:
-        """The ``fetch`` best text matches, ranked by the index alone and only then
-        joined to their notes: with no filter to check, the other matches are never read."""
-        return self.conn.execute(_TOP_PAGE, {"fts_text": self._fts_text(), "fetch": fetch})
+    def _fts_top(self, fetch: int) -> list[tuple[float, Any]]:
+        """The ``fetch`` best text matches (rank, note row), ranked by the index alone and
+        only then joined to their notes: with no filter to check, the other matches are
+        never read."""
+        best = self._best(fetch)
+        rank_of = dict(best)
+        rows = self.conn.execute(_NOTES_BY_SEQ, {"seqs": list(rank_of)}).all() if best else []
+        return sorted(((rank_of[r.seq], r) for r in rows), key=lambda p: p[0])
+
+    def _best(self, fetch: int) -> list[tuple[int, float]]:
+        """The index's ``fetch`` best matches as (rowid, rank), best first.
+
+        Ranking is the whole cost of a word found in many notes (BM25 costs about 1.3 µs
+        per matching note: 80 ms for a word in 60,000 of 100,000), so rankings are kept
+        (:data:`_rankings`) while the index stays as it was. Only in read transactions: a
+        write transaction's own changes are not in the index's state until it commits.
+        """
+        text = self._fts_text()
+        keep = self.conn.info.get("read_only") and not self.conn.info.get("write")
+        state = str(self.conn.exec_driver_sql(_INDEX_STATE).scalar_one()) if keep else ""
+        if keep and (kept := _rankings.get(state, text, fetch)) is not None:
+            return kept
+        best = [(int(r.rowid), float(r.rank)) for r in self.conn.execute(_TOP, {"fts_text": text, "fetch": fetch})]
+        if keep:
+            _rankings.put(state, text, fetch, best)
+        return best
 
     def _sqlite_page(self, required: list[ColumnElement[bool]], limit: int, offset: int) -> list[_Row]:
         if required and (found := self._sqlite_window_page(required, limit, offset)) is not None:
             return found
-        ranked = self._fts_ranked(required).order_by(_fts.c.rank)
+        ranked = self._fts_ranked(required).order_by(_fts.c.rank) if required else None
         want = offset + limit
         # Some room past the page: rows tied on rank across its end must all be seen, and
         # every further try ranks every match again (1 search in 20 needed one on the bench).
         fetch = max(want + 1, 2 * want + 8)
         while True:
-            result = self.conn.execute(ranked.limit(fetch)) if required else self._fts_top(fetch)
-            rows: list[Any] = list(result)
+            if ranked is not None:
+                rows = [(r.rank, r) for r in self.conn.execute(ranked.limit(fetch))]
+            else:
+                rows = self._fts_top(fetch)
             # Rows tied on rank across the end of the page must all be seen to order them.
-            if len(rows) < fetch or rows[-1].rank != rows[want - 1].rank:
+            if len(rows) < fetch or rows[-1][0] != rows[want - 1][0]:
                 break
             fetch *= 4
-        rows.sort(key=lambda r: r.id, reverse=True)
-        rows.sort(key=lambda r: (r.rank, -r.updated_time))
-        return [_row(r, -float(r.rank)) for r in rows[offset:want]]
+        rows.sort(key=lambda p: p[1].id, reverse=True)
+        rows.sort(key=lambda p: (p[0], -p[1].updated_time))
+        return [_row(r, -float(rank)) for rank, r in rows[offset:want]]
 
     def _sqlite_window_page(
         self, required: list[ColumnElement[bool]], limit: int, offset: int
@@ -449,14 +517,14 @@ class _Plan:
         """
         want = offset + limit
         size = max(_WINDOW, _WINDOW_PER_ROW * (want + 1))
-        window = self.conn.execute(_TOP, {"fts_text": self._fts_text(), "fetch": size}).all()
-        rank_of = {w.rowid: w.rank for w in window}
+        window = self._best(size)
+        rank_of = dict(window)
         rows = [
             _row(r, -float(rank_of[r.seq]))
             for r in self.conn.execute(sa.select(*_COLUMNS).where(_n.c.seq.in_(list(rank_of)), *required))
         ]
         if len(window) == size:  # there are more matches: the page must be settled without them
-            worst = -float(window[-1].rank)
+            worst = -float(window[-1][1])
             if sum(1 for r in rows if r.score > worst) < want:
                 return None
         rows.sort(key=lambda r: r.id, reverse=True)
@@ -638,7 +706,8 @@ _WORD = re.compile(r"[^\W_]+")
 _CJK_SPLIT = re.compile(f"([{db.CJK_CHARS}]+)")
 # Outlines of the notes hits fell in, most recently used last (an LRU).
 _OUTLINES_KEPT = 4096
-_outlines: OrderedDict[tuple[str, int, int, int], tuple[outline.Section, ...]] = OrderedDict()
+_Outline = tuple[tuple[outline.Section, ...], dict[str, outline.Section]]
+_outlines: OrderedDict[tuple[str, int, int, int], _Outline] = OrderedDict()
 _outlines_lock = threading.Lock()
 
 
@@ -658,25 +727,26 @@ def _hit(row: _Row, body: str, notebook: str, clipped: bool, anchor: _Anchor | N
 
 def _section_at(row: _Row, body: str, offset: int) -> outline.Section:
     """The innermost section holding ``offset``."""
-    return outline.innermost_section_in(_outline_of(row, body), offset)
+    return outline.innermost_section_in(_outline_of(row, body)[0], offset)
 
 
-def _outline_of(row: _Row, body: str) -> tuple[outline.Section, ...]:
-    """The sections of ``body``. Outlines are kept between searches (keyed by note,
-    version and a hash of the text, never the text itself): the same notes come back for
-    query after query, and parsing is most of a hit's cost."""
+def _outline_of(row: _Row, body: str) -> _Outline:
+    """The sections of ``body``, and each by its path. Outlines are kept between searches
+    (keyed by note, version and a hash of the text, never the text itself): the same notes
+    come back for query after query, and parsing is most of a hit's cost."""
     key = (row.id, row.updated_time, len(body), hash(body))
     with _outlines_lock:
-        secs = _outlines.get(key)
-        if secs is not None:
+        kept = _outlines.get(key)
+        if kept is not None:
             _outlines.move_to_end(key)
-    if secs is None:
+    if kept is None:
         secs = tuple(outline.sections(body))
+        kept = (secs, {s.path: s for s in secs})
         with _outlines_lock:
-            _outlines[key] = secs
+            _outlines[key] = kept
             while len(_outlines) > _OUTLINES_KEPT:
                 _outlines.popitem(last=False)
-    return secs
+    return kept
 
 
 def _collapse_spaces(text: str) -> str:
@@ -728,20 +798,24 @@ class _Anchor:
     written. The body is lower-cased and its accented letters folded to their base
     letters, one character for one so offsets stay put, and each term, folded the same
     way, is one plain pattern: ``re`` scans for it at C speed, and word starts are
-    checked on the few candidates."""
+    checked on the few candidates.
+
+    Only as much of the body is folded as the answer needs (:class:`_Folding`): the
+    first match of a word is nearly always in the first few thousand characters, and
+    folding a whole 400,000-character note cost more than ranking the hits.
+    """
 
     def __init__(self, terms: tuple[TextTerm, ...]) -> None:
         self.patterns = [_anchor_pattern(t) for t in terms]
 
     def find(self, body: str) -> tuple[int, int] | None:
         """The first place any of the terms occurs."""
-        text = _folded(body)
+        folding = _Folding(body)
         best: tuple[int, int] | None = None
         for rx, word_start in self.patterns:
-            for span in _word_matches(rx, word_start, text):
+            for span in _word_matches(rx, word_start, folding, 1):
                 if best is None or span[0] < best[0]:
                     best = span
-                break
         return best
 
     def place(self, row: _Row, body: str) -> tuple[tuple[int, int], outline.Section] | None:
@@ -756,22 +830,18 @@ class _Anchor:
         if len(self.patterns) == 1:
             span = self.find(body)
             return None if span is None else (span, _section_at(row, body, span[0]))
-        text = _folded(body)
-        matches = [
-            list(itertools.islice(_word_matches(rx, word_start, text), _MATCHES_PER_TERM))
-            for rx, word_start in self.patterns
-        ]
+        folding = _Folding(body)
+        matches = [_word_matches(rx, word_start, folding, _MATCHES_PER_TERM) for rx, word_start in self.patterns]
         if not any(matches):
             return None
-        secs = _outline_of(row, body)
+        secs, by_path = _outline_of(row, body)
         # Terms found in each section, counting a subsection's matches in its parents.
         found: dict[str, tuple[outline.Section, set[int]]] = {}
         first: dict[str, tuple[int, int]] = {}
         for term, spans in enumerate(matches):
             for span in spans:
                 inner = outline.innermost_section_in(secs, span[0])
-                parents = (s for s in secs if 0 < s.level < inner.level and s.start <= span[0] < s.end)
-                for sec in (inner, *parents):
+                for sec in (inner, *_ancestors(inner, by_path)):
                     found.setdefault(sec.path, (sec, set()))[1].add(term)
                     if sec.path not in first or span[0] < first[sec.path][0]:
                         first[sec.path] = span
@@ -779,25 +849,83 @@ class _Anchor:
         return first[best], found[best][0]
 
 
+def _ancestors(sec: outline.Section, by_path: dict[str, outline.Section]) -> Iterator[outline.Section]:
+    """The sections ``sec`` is nested in (never section ``"0"``), innermost first: a
+    section's path is its parent's path with one more number."""
+    path = sec.path
+    while (dot := path.rfind(".")) > 0:
+        path = path[:dot]
+        yield by_path[path]
+
+
 #: Matches of one term looked at when placing a hit of several terms.
 _MATCHES_PER_TERM = 64
+#: Characters of a body folded before the first look for a match; each further look
+#: folds three times as much again.
+_FIRST_FOLD = 4096
 
 
-def _folded(body: str) -> str:
-    """``body`` lower-cased with accents folded, one character for one."""
+class _Folding:
+    """A body folded (:func:`_folded`) one growing prefix at a time.
+
+    Each prefix ends just after an ASCII space or line break. That keeps it exact:
+    no letter lower-cases differently for what follows a space (a final sigma looks
+    past case-ignorable characters only), and a match of an anchor pattern never
+    ends on a space, so the matches found in a prefix are exactly the body's matches
+    that end before the cut, in order (a later match of the same pattern ends later).
+    """
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+        # Only U+0130 lower-cases to two characters; with it anywhere, the whole body is
+        # folded character by character (as _folded does), so every prefix is too.
+        self.per_char = not body.isascii() and "\u0130" in body
+        self.text = ""
+
+    @property
+    def whole(self) -> bool:
+        return len(self.text) == len(self.body)
+
+    def grow(self) -> bool:
+        """Fold more of the body; ``False`` when it was all folded already."""
+        done, body = len(self.text), self.body
+        if done == len(body):
+            return False
+        cut = len(body)
+        target = max(_FIRST_FOLD, 4 * done)
+        if target < len(body):
+            cut = min((i + 1 for i in (body.find("\n", target), body.find(" ", target)) if i >= 0), default=cut)
+        self.text += _folded(body[done:cut], self.per_char)
+        return True
+
+
+def _folded(body: str, per_char: bool | None = None) -> str:
+    """``body`` lower-cased with accents folded, one character for one. ``per_char``:
+    lower-case each character alone (``None``: when that is needed to keep offsets)."""
     text = body.lower()
     if not body.isascii():
-        if len(text) != len(body):  # a few letters lower-case to two: keep offsets aligned
+        if per_char or (per_char is None and len(text) != len(body)):
+            # A few letters lower-case to two: keep offsets aligned.
             text = "".join(c if len(c.lower()) != 1 else c.lower() for c in body)
         text = _fold_text(text)
     return text
 
 
-def _word_matches(rx: re.Pattern[str], word_start: bool, text: str) -> Iterator[tuple[int, int]]:
-    """The spans of ``rx`` in ``text``, only those starting a word when ``word_start``."""
-    for m in rx.finditer(text):
-        if not word_start or m.start() == 0 or not _is_word_char(text[m.start() - 1]):
-            yield m.span()
+def _word_matches(rx: re.Pattern[str], word_start: bool, folding: _Folding, most: int) -> list[tuple[int, int]]:
+    """The first ``most`` spans of ``rx`` in the folded body, only those starting a word
+    when ``word_start``; the body is folded only as far as they need."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        text = folding.text
+        for m in rx.finditer(text, pos):
+            pos = m.end()
+            if not word_start or m.start() == 0 or not _is_word_char(text[m.start() - 1]):
+                spans.append(m.span())
+                if len(spans) == most:
+                    return spans
+        if not folding.grow():
+            return spans
 
 
 def _is_word_char(ch: str) -> bool:
