@@ -321,33 +321,116 @@ class NumpyVectorStore:
         return self._mirror.nearest(conn, query, k, candidates)
 
 
-#: An allowed set under 1/this of the chunks is scored on its own rows (see _Mirror.nearest).
-_SUBSET_SHARE = 4
+#: The sign-bit pass of _Mirror.nearest keeps at least this many chunks for the int8 pass,
+#: and at least this many per neighbour asked for.
+_SHORTLIST_MIN = 2048
+_SHORTLIST_PER_K = 8
+#: The int8 pass keeps this many per neighbour asked for (and 32 more) to be scored exactly.
+_EXACT_PER_K = 2
+
+
+class _Rows:
+    """The mirror's rows, in arrays that grow in place (appends copy nothing already held).
+
+    Per chunk: its id; its vector as int8 codes with one scale (``codes * scale`` is the
+    unit vector, to about 1/254 per component); and its sign bits, 64 to a word, stored
+    word-major (``bits[w]`` holds word ``w`` of every row) so the Hamming pass reads
+    contiguous memory. 437 bytes a chunk at 384 dimensions, against 1,536 as float32.
+    """
+
+    def __init__(self, dims: int) -> None:
+        import numpy as np
+
+        self.dims = dims
+        self.words = (dims + 63) // 64
+        self.n = 0
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.codes = np.zeros((0, dims), dtype=np.int8)
+        self.scales = np.zeros(0, dtype=np.float32)
+        self.bits = np.zeros((self.words, 0), dtype=np.uint64)
+
+    def append(self, ids: Any, unit: Any) -> None:
+        """Add rows: ascending ids above every id held, and their unit vectors (float32)."""
+        import numpy as np
+
+        m = len(ids)
+        if self.n + m > len(self.ids):
+            cap = max(self.n + m, len(self.ids) * 3 // 2, 1024)
+            self.ids = _grown(self.ids, cap, self.n)
+            self.codes = _grown(self.codes, cap, self.n)
+            self.scales = _grown(self.scales, cap, self.n)
+            bits = np.zeros((self.words, cap), dtype=np.uint64)
+            bits[:, : self.n] = self.bits[:, : self.n]
+            self.bits = bits
+        end = self.n + m
+        self.ids[self.n : end] = ids
+        peak = np.maximum(np.abs(unit).max(axis=1), 1e-12)
+        self.scales[self.n : end] = peak / 127.0
+        self.codes[self.n : end] = np.rint(unit * (127.0 / peak)[:, None])
+        self.bits[:, self.n : end] = _sign_words(unit, self.words).T
+        self.n = end
+
+    def kept(self, keep: Any) -> _Rows:
+        """A copy holding only the rows where ``keep`` (a mask over the rows held) is true;
+        a copy, so searches still reading this one are not disturbed."""
+        out = _Rows(self.dims)
+        out.n = int(keep.sum())
+        out.ids = self.ids[: self.n][keep]
+        out.codes = self.codes[: self.n][keep]
+        out.scales = self.scales[: self.n][keep]
+        out.bits = self.bits[:, : self.n][:, keep]
+        return out
+
+
+def _grown(a: Any, cap: int, used: int) -> Any:
+    import numpy as np
+
+    out = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)
+    out[:used] = a[:used]
+    return out
+
+
+def _sign_words(unit: Any, words: int) -> Any:
+    """The sign bits of each row of ``unit`` as ``words`` uint64 (rows, words)."""
+    import numpy as np
+
+    packed = np.packbits(unit > 0, axis=1, bitorder="little")
+    padded = np.zeros((len(unit), words * 8), dtype=np.uint8)
+    padded[:, : packed.shape[1]] = packed
+    return padded.view(np.uint64)
 
 
 class _Mirror:
-    """An in-memory copy of the SQLite vector table, searched exactly with one
-    matrix-vector product.
+    """An in-memory, compressed copy of the SQLite vector table, searched in three passes
+    whose last is exact.
 
     sqlite-vec 0.1.9 answers a k-NN query by reading every vector from the table: about
-    47 ms at 100,000 chunks of 384 floats here, against 4 ms for this copy. Its binary
-    and int8 first passes were measured too and lose recall or time (see the issue note).
-    So the table stays the one store (written in the index's transactions, readable by
-    any SQLite client with the extension) and queries read this copy of it.
+    47 ms at 100,000 chunks of 384 floats here. A float32 copy answered in 4 ms but held
+    1.5 KB a chunk (0.75 GB at 500,000 chunks, what 100,000 long-tailed notes make), and a
+    matrix-vector product over it costs ~16 ms of CPU per 100,000 chunks. So the copy keeps
+    int8 codes and sign bits instead (:class:`_Rows`, 437 bytes a chunk), and a query
+    (1) ranks the chunks by the Hamming distance of their sign bits to the query's
+    (~1.4 ms of CPU per 100,000 chunks) and keeps a shortlist (``_SHORTLIST_*``); (2) scores
+    the shortlist with the int8 codes and keeps the best few (``_EXACT_PER_K``); (3) reads
+    those few vectors from the table and ranks them by their exact cosine. Scores are
+    exact; the ranking misses a true neighbour only when the sign bits put it outside the
+    shortlist (tests/test_hybrid_quantised.py states the tolerance; an index of up to
+    ``_SHORTLIST_MIN`` chunks is always exact).
+
+    The table stays the one store (written in the index's transactions, readable by any
+    SQLite client with the extension).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ids: Any = None  # numpy int64 array of chunk ids, ascending
-        self._matrix: Any = None  # numpy float32 (n, d), rows L2-normalised
+        self._rows: _Rows | None = None
         self._max_id = 0
-        self._dims = 0
         self._stamp: tuple[Any, ...] | None = None
 
     def forget(self) -> None:
         with self._lock:
-            self._ids = self._matrix = None
-            self._max_id = self._dims = 0
+            self._rows = None
+            self._max_id = 0
             self._stamp = None
 
     def nearest(
@@ -355,79 +438,127 @@ class _Mirror:
     ) -> list[tuple[int, float]]:
         import numpy as np
 
-        ids, matrix = self._refresh(conn)
-        if ids is None or not len(ids) or k <= 0:
+        rows = self._refresh(conn)
+        if rows is None or not rows.n or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32)
         norm = float(np.linalg.norm(q))
-        if norm == 0.0 or q.shape[0] != matrix.shape[1]:
+        if norm == 0.0 or q.shape[0] != rows.dims:
             return []
         q = q / norm
-        scores = matrix @ q
+        n = rows.n
+        ids = rows.ids[:n]
+        picked: Any = None  # row positions still in the running (None: all)
         if candidates is not None:
-            # Exact k-NN within the allowed chunks: a small set is picked out of the
-            # product (rows found by binary search over the sorted ids), a large one masks
-            # it. Reading the set is the cost (bench at 100,000 chunks: 10,000 ids ~50-100 ms,
-            # 90,000 ~290 ms). Over-fetching the best chunks of all and checking only those
-            # against the filter was measured too, and was slower on SQLite (1.4 s for a
-            # filter allowing 90%, not yet explained; one to look at again).
+            # Exact k-NN within the allowed chunks: their rows, found by binary search over
+            # the sorted ids. Reading the set is the cost (bench at 100,000 chunks: 10,000
+            # ids ~50-100 ms, 90,000 ~290 ms); SemanticIndex.search tries the best chunks of
+            # all against the filter first, and comes here only when too few pass.
             allowed = np.unique(np.fromiter((r[0] for r in conn.execute(candidates)), dtype=np.int64))
-            if len(allowed) * _SUBSET_SHARE < len(ids):
-                rows = np.minimum(np.searchsorted(ids, allowed), len(ids) - 1)
-                rows = rows[ids[rows] == allowed]  # allowed chunks the copy holds
-                if not len(rows):
-                    return []
-                ids, scores = ids[rows], scores[rows]
-            else:
-                scores = np.where(np.isin(ids, allowed, assume_unique=True), scores, -np.inf)
-        k = min(k, len(ids))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+            if not len(allowed):
+                return []
+            at = np.minimum(np.searchsorted(ids, allowed), n - 1)
+            picked = at[ids[at] == allowed]  # allowed chunks the copy holds
+            if not len(picked):
+                return []
+        count = n if picked is None else len(picked)
+        shortlist = max(_SHORTLIST_MIN, _SHORTLIST_PER_K * k)
+        if count > shortlist:
+            picked = _closest_signs(rows, _sign_words(q[None, :], rows.words)[0], picked, shortlist)
+        exact = max(_EXACT_PER_K * k, k + 32)
+        if picked is None:
+            picked = np.arange(n)
+        if len(picked) > exact:
+            approx = (rows.codes[picked].astype(np.float32) @ q) * rows.scales[picked]
+            picked = picked[np.argpartition(-approx, exact - 1)[:exact]]
+        return _exact_best(conn, ids[picked], q, k)
 
-    def _refresh(self, conn: Connection) -> tuple[Any, Any]:
+    def _refresh(self, conn: Connection) -> _Rows | None:
         """The in-memory copy, brought up to date with the table.
 
         Every write of the index stamps ``semantic_index.updated_time``; an unchanged
         stamp means an unchanged table, so a query costs one small read. Otherwise, new
         chunks always have larger ids, so rows past the largest id held are the new
-        ones; a chunk count that then disagrees means some were deleted, and only then
-        are the ids read again to drop them. (Chunks purged with their note in between
-        may linger in the copy; the query joins the live chunks, so they never show.)
+        ones (read in batches, so the float32 table never sits in memory whole); a chunk
+        count that then disagrees means some were deleted, and only then are the ids read
+        again to drop them. (Chunks purged with their note in between may linger in the
+        copy; the exact pass reads the table and the query joins the live chunks, so they
+        never show.)
         """
         import numpy as np
 
         with self._lock:
             stamp = conn.execute(sa.select(index_state.c.created_time, index_state.c.updated_time)).first()
-            if stamp is not None and tuple(stamp) == self._stamp and self._ids is not None:
-                return self._ids, self._matrix
+            if stamp is not None and tuple(stamp) == self._stamp and self._rows is not None:
+                return self._rows
             if not _has_table(conn, VECTORS):
-                return None, None
-            rows = conn.exec_driver_sql(
+                return None
+            result = conn.exec_driver_sql(
                 f"SELECT chunk_id, embedding FROM {VECTORS} WHERE chunk_id > ? ORDER BY chunk_id",
                 (self._max_id,),
-            ).all()
-            if rows:
-                dims = len(rows[0][1]) // 4
-                new_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                new = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dims)
+            )
+            while batch := result.fetchmany(_REFRESH_BATCH):
+                dims = len(batch[0][1]) // 4
+                new_ids = np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch))
+                new = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), dims)
                 new = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
-                if self._ids is None or self._dims != dims:
-                    self._ids, self._matrix, self._dims = new_ids, new.astype(np.float32), dims
-                else:
-                    self._ids = np.concatenate([self._ids, new_ids])
-                    self._matrix = np.vstack([self._matrix, new.astype(np.float32)])
+                if self._rows is None or self._rows.dims != dims:
+                    self._rows = _Rows(dims)
+                self._rows.append(new_ids, new.astype(np.float32))
                 self._max_id = int(new_ids[-1])
-            if self._ids is None:
-                return None, None
+            if self._rows is None:
+                return None
             # Counted on the chunks' note index: far cheaper than the table of blobs.
             count = conn.execute(sa.select(sa.func.count(chunks.c.note_id))).scalar_one()
-            if count != len(self._ids):
+            if count != self._rows.n:
                 live = np.fromiter(conn.execute(sa.select(chunks.c.id)).scalars(), dtype=np.int64)
-                keep = np.isin(self._ids, live)
-                self._ids, self._matrix = self._ids[keep], self._matrix[keep]
+                self._rows = self._rows.kept(np.isin(self._rows.ids[: self._rows.n], live))
             self._stamp = tuple(stamp) if stamp is not None else None
-            return self._ids, self._matrix
+            return self._rows
+
+
+#: Vectors read from the table at a time when the mirror catches up.
+_REFRESH_BATCH = 8192
+
+
+def _closest_signs(rows: _Rows, qbits: Any, picked: Any, shortlist: int) -> Any:
+    """The row positions (of ``picked``, or of all rows) whose sign bits are nearest ``qbits``
+    in Hamming distance: the ``shortlist`` nearest and any tied with the last of them."""
+    import numpy as np
+
+    n = rows.n
+    dist = np.zeros(n if picked is None else len(picked), dtype=np.uint16)
+    for w in range(rows.words):
+        word = rows.bits[w, :n] if picked is None else rows.bits[w, picked]
+        dist += np.bitwise_count(word ^ qbits[w])
+    # Distances are small integers: a histogram finds the cut without sorting.
+    below = np.cumsum(np.bincount(dist, minlength=64 * rows.words + 1))
+    cut = int(np.searchsorted(below, shortlist))
+    near = np.flatnonzero(dist <= cut)
+    return near if picked is None else picked[near]
+
+
+def _exact_best(conn: Connection, ids: Any, q: Any, k: int) -> list[tuple[int, float]]:
+    """The ``k`` of chunk ``ids`` closest to the unit vector ``q`` by the exact cosine of
+    their stored vectors, best first (ids no longer in the table drop out)."""
+    import numpy as np
+
+    wanted = sorted(int(i) for i in ids)
+    found: list[tuple[int, bytes]] = []
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
+        marks = ", ".join("?" * len(part))
+        found += conn.exec_driver_sql(
+            f"SELECT chunk_id, embedding FROM {VECTORS} WHERE chunk_id IN ({marks})", tuple(part)
+        ).all()
+    if not found:
+        return []
+    dims = len(q)
+    found = [(cid, blob) for cid, blob in found if len(blob) == 4 * dims]
+    matrix = np.frombuffer(b"".join(blob for _, blob in found), dtype=np.float32).reshape(len(found), dims)
+    scores = (matrix @ q) / np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(int(found[i][0]), float(scores[i])) for i in order]
 
 
 def _numpy_available() -> bool:
