@@ -114,7 +114,8 @@ def hybrid_search(
     alone. A query of filters only has nothing to compare by meaning: it is answered
     by keyword search in every mode, with no section fields. Semantic hits must reach
     the relevance floor (``FLOOR_BY_SHAPE``, ``SEMANTIC_FLOOR``), so words that no note contains
-    and that mean nothing close to any note find nothing.
+    and that mean nothing close to any note find nothing. In hybrid mode a keyword-shaped
+    query none of whose words any allowed note holds finds nothing, without embedding it.
 
     Hybrid fuses the two rankings (:func:`fuse`). ``conn`` runs the keyword arm in
     the caller's read transaction.
@@ -133,12 +134,23 @@ def hybrid_search(
         out = [_from_keyword(h, float(h.score)) for h in hits]
         return HybridResult(out[:limit], "keyword", 0, len(out) > limit)
     assert index is not None
+    shape = query_shape_of(q)
+    keyword: list[NoteHit] = []
+    if mode == "hybrid":
+        keyword = [
+            _from_keyword(h, float(h.score))
+            for h in search_notes(ws, q, limit=want, notebook_ids=notebook_ids, conn=conn)
+        ]
+        if not keyword and shape == "keyword" and _in_no_note(ws, q, notebook_ids, conn):
+            # Its exact matches are such a query's answer, and no note holds any of its
+            # words: semantic hits could only be notes that happen to score high against a
+            # word or two (see FLOOR_BY_SHAPE). Nothing is embedded.
+            return HybridResult([], "hybrid", 0, False)
     if conn is not None:
         allowed = notes_allowed(conn, q, notebook_ids)
     else:
         with ws.read() as c:
             allowed = notes_allowed(c, q, notebook_ids)
-    shape = query_shape_of(q)
     sem = index.search(
         semantic_text(q),
         limit=want,
@@ -150,13 +162,23 @@ def hybrid_search(
     if mode == "semantic":
         page = semantic[offset : offset + limit + 1]
         return HybridResult(page[:limit], "semantic", sem.pending_notes, len(page) > limit)
-    keyword = [
-        _from_keyword(h, float(h.score))
-        for h in search_notes(ws, q, limit=want, notebook_ids=notebook_ids, conn=conn)
-    ]
     fused = fuse(query, keyword, semantic, shape=shape)
     page = fused[offset : offset + limit + 1]
     return HybridResult(page[:limit], "hybrid", sem.pending_notes, len(page) > limit)
+
+
+def _in_no_note(ws: Any, q: Query, notebook_ids: Collection[str] | None, conn: Connection | None) -> bool:
+    """Whether no note the filters allow matches any one of ``q``'s positive words (keyword
+    search found nothing for all of them together)."""
+    from noteloom.search import search_notes
+
+    terms = q.positive_terms
+    if len(terms) == 1 or q.match_any:
+        return True
+    return not any(
+        search_notes(ws, replace(q, terms=(t, *q.negative_terms)), limit=1, notebook_ids=notebook_ids, conn=conn)
+        for t in terms
+    )
 
 
 def semantic_text(q: Query) -> str:
