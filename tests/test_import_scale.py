@@ -3,12 +3,25 @@ import streams (it never holds every note)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from noteloom.interop import links
+from interop_support import state
+from noteloom import db
+from noteloom.errors import ImportExportError
+from noteloom.interop import import_path, links, markdown, writer
 from noteloom.interop.frontmatter import _Loader, _parse_simple, parse
+from noteloom.interop.readahead import ReadAhead
+from noteloom.workspace import Workspace
 
 # -- link targets: the scan from the '=' signs finds what the pattern finds everywhere ------------
 
@@ -57,3 +70,114 @@ def test_front_matter_of_real_vaults_takes_the_fast_reader() -> None:
                 "updated": "2025-07-31"}
     assert _parse_simple(text) == expected == parse(text, "note.md")
     assert _parse_simple("title: x\ntags: []\n") == {"title": "x", "tags": []}
+
+
+# -- the import streams: it holds a few batches of notes, never every note --------------------------
+
+
+def _vault(root: Path, n: int) -> Path:
+    for i in range(n):
+        folder = root / f"f{i % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"n{i:05}.md").write_text(
+            f'---\ntitle: "Note {i}"\ntags:\n  - t{i % 5}\ncreated: 2025-05-15T19:57:33Z\n---\n\nbody {i} ' + "x" * 200,
+            encoding="utf-8",
+        )
+    return root
+
+
+def test_a_markdown_import_holds_a_bounded_number_of_notes(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counts = {"read": 0, "written": 0, "most_held": 0}
+    real_read, real_insert = markdown._read_note, writer._NoteInserter.insert
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        counts["read"] += 1
+        counts["most_held"] = max(counts["most_held"], counts["read"] - counts["written"])
+        return real_read(*args, **kwargs)
+
+    def insert(self: Any, rows: list[dict[str, Any]]) -> None:
+        real_insert(self, rows)
+        counts["written"] += len(rows)
+
+    monkeypatch.setattr(markdown, "_read_note", read)
+    monkeypatch.setattr(writer._NoteInserter, "insert", insert)
+    summary = import_path(ws, _vault(tmp_path / "vault", 3000))
+    assert summary.notes == counts["read"] == counts["written"] == 3000
+    # The batch being written, the queue of groups, the group being filled and the one being taken.
+    bound = writer.CHUNK + (writer.READ_AHEAD + 2) * writer.GROUP_NOTES
+    assert counts["most_held"] <= bound < 3000
+    with ws.read() as c:
+        assert c.execute(sa.select(sa.func.count()).select_from(db.note_tags)).scalar_one() == 3000
+
+
+def test_links_to_notes_read_later_get_their_new_ids(ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer, "CHUNK", 2)
+    monkeypatch.setattr(writer, "GROUP_NOTES", 1)
+    root = tmp_path / "vault"
+    ids = [c * 32 for c in "abcde"]
+    for i, nid in enumerate(ids):
+        # Each note links the one after it, which the walk reads (and writes) later.
+        link = f"[next](:/{ids[i + 1]})" if i + 1 < len(ids) else "[first](:/" + ids[0] + ")"
+        (root / f"n{i}.md").parent.mkdir(parents=True, exist_ok=True)
+        (root / f"n{i}.md").write_text(f"---\nid: {nid}\ntitle: n{i}\n---\n\n{link}\n", encoding="utf-8")
+    import_path(ws, root)
+    again = import_path(ws, root, duplicates="new-ids")
+    assert again.notes == 5
+    notes = state(ws)["notes"]
+    copies = {n["title"]: (nid, n["body"]) for nid, n in notes.items() if nid not in ids}
+    for i in range(5):
+        target = copies[f"n{(i + 1) % 5}"][0]
+        assert copies[f"n{i}"][1] == f"[{'next' if i < 4 else 'first'}](:/{target})\n"
+
+
+def test_a_reader_error_after_some_batches_leaves_nothing(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "CHUNK", 10)
+    root = _vault(tmp_path / "vault", 200)
+    (root / "f6" / "n99999.md").write_text("---\ntitle: [unclosed\n---\nbody\n", encoding="utf-8")
+    before = state(ws)
+    with pytest.raises(ImportExportError, match=r"n99999\.md: the front matter is not valid YAML"):
+        import_path(ws, root)
+    assert state(ws) == before
+    assert list(ws.data_dir.glob(".import-*")) == []
+
+
+# -- reading ahead ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Item:
+    body: str
+
+
+def test_read_ahead_gives_every_item_in_order_then_the_readers_error() -> None:
+    def items() -> Iterator[_Item]:
+        for i in range(1000):
+            yield _Item(str(i))
+        raise ValueError("bad file")
+
+    seen: list[str] = []
+    with pytest.raises(ValueError, match="bad file"), ReadAhead(items(), depth=2, group=7) as it:
+        seen.extend(x.body for x in it)
+    assert seen == [str(i) for i in range(1000)]
+
+
+def test_leaving_early_stops_the_reader_and_closes_its_source() -> None:
+    produced: list[int] = []
+    closed = threading.Event()
+
+    def items() -> Iterator[_Item]:
+        try:
+            for i in range(100_000):
+                produced.append(i)
+                yield _Item("x")
+        finally:
+            closed.set()
+
+    with ReadAhead(items(), depth=2, group=10) as it:
+        next(it)
+    # The thread is joined on leaving: it stopped within the queue's bound, and its generator closed.
+    assert closed.is_set() and len(produced) <= 10 * (2 + 3)

@@ -121,9 +121,7 @@ def import_path(
             elif fmt == "raw":
                 bundle = joplin.read_raw(path, staging.path, budget, progress, spool)
             else:
-                bundle = markdown.read_folder(
-                    path, staging.path, budget, inline_tags=inline_tags, progress=progress, spool=spool
-                )
+                bundle = markdown.read_folder(path, staging.path, budget, inline_tags=inline_tags)
             return write_bundle(
                 ws, bundle, source=str(path), staging=staging, target=target, duplicates=duplicates,
                 progress=progress,

@@ -3,7 +3,7 @@ one source, plus the warnings collected on the way."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
@@ -124,6 +124,14 @@ class Notices:
         self.skips.append((example, kind))
         self.warn(kind, example)
 
+    def extend(self, other: Notices) -> None:
+        """Add every notice of ``other`` after those of this one."""
+        self.skipped += other.skipped
+        self.skips.extend(other.skips)
+        for kind in other._order:
+            for example in other._groups[kind]:
+                self.warn(kind, example)
+
     @property
     def count(self) -> int:
         return sum(len(v) for v in self._groups.values())
@@ -146,9 +154,16 @@ class Bundle:
     books: list[BookItem] = field(default_factory=list)
     notes: list[NoteItem] = field(default_factory=list)
     tags: list[TagItem] = field(default_factory=list)
+    #: Attachments before the notes that link them: a streamed bundle adds to the list while
+    #: its notes are read, each attachment before the first note that links it.
     attachments: list[AttachmentItem] = field(default_factory=list)
     notices: Notices = field(default_factory=Notices)
     spool: BodySpool | None = None
+    #: The notes read as the writer takes them (then ``notes`` stays empty), a Markdown
+    #: folder's: the import holds a few batches of notes, not the whole folder.
+    stream: Iterable[NoteItem] | None = None
+    #: How many notes ``stream`` is about to give, for the progress bar.
+    expected_notes: int | None = None
 
     def park(self, note: NoteItem) -> NoteItem:
         """Move ``note``'s body to the spool (when there is one); returns the note."""

@@ -30,7 +30,6 @@ from noteloom.errors import ImportExportError
 from noteloom.interop import frontmatter
 from noteloom.interop.bundle import (
     AttachmentItem,
-    BodySpool,
     BookItem,
     Bundle,
     ExportSummary,
@@ -116,6 +115,8 @@ class _Reader:
     #: Path inside the folder (POSIX form) -> the attachment made from that file.
     attachments: dict[str, AttachmentItem] = field(default_factory=dict)
     used_ids: set[str] = field(default_factory=set)
+    #: The attachments in the order they were made (the bundle's list, which the writer reads).
+    found: list[AttachmentItem] = field(default_factory=list)
 
     def claim_id(self, value: object, where: str) -> str:
         """The id the front matter or manifest gives, when it is one and still free."""
@@ -130,20 +131,12 @@ class _Reader:
         return fresh
 
 
-def read_folder(
-    root: Path,
-    staging: Path,
-    budget: Budget,
-    *,
-    inline_tags: bool,
-    progress: Progress,
-    spool: BodySpool | None = None,
-) -> Bundle:
-    """A bundle from a Markdown folder; attachment files are copied into ``staging``, and
-    note bodies parked in ``spool`` when one is given."""
+def read_folder(root: Path, staging: Path, budget: Budget, *, inline_tags: bool) -> Bundle:
+    """A bundle from a Markdown folder whose notes are read as the writer takes them
+    (``Bundle.stream``); attachment files are copied into ``staging`` on the way."""
     root = root.resolve()
-    bundle = Bundle(format="markdown", root_title=root.name or "Imported", spool=spool)
-    r = _Reader(root, staging, budget, inline_tags, bundle.notices)
+    bundle = Bundle(format="markdown", root_title=root.name or "Imported")
+    r = _Reader(root, staging, budget, inline_tags, bundle.notices, found=bundle.attachments)
     manifest_text = _read_text(r, MANIFEST, missing_ok=True)
     if manifest_text is not None:
         data = frontmatter.parse(manifest_text[0], MANIFEST)
@@ -151,9 +144,15 @@ def read_folder(
             r.notices.warn(f"ignored {MANIFEST}, which is not a noteloom export manifest")
         else:
             r.manifest = data
+    # A first walk finds the folders that hold notes (their notebooks come first) and counts
+    # the notes; the second reads them. Names are not kept: the folder may hold millions.
     folders: list[str] = []
-    files = list(_walk(root, r.notices, folders))
-    book_of = _read_books(r, bundle, {d for d, _ in files}, folders)
+    note_folders: set[str] = set()
+    count = 0
+    for folder, _ in _walk(root, r.notices, folders):
+        note_folders.add(folder)
+        count += 1
+    book_of = _read_books(r, bundle, note_folders, folders)
     for t in _mapping_list(r.manifest.get("tags")):
         title = " ".join(str(t.get("title", "")).split())
         if title:
@@ -161,16 +160,19 @@ def read_folder(
             updated = parse_time(t.get("updated"), f"{MANIFEST}: tag {title!r} updated") or created
             tid = r.claim_id(t.get("id"), f"tag {title!r}")
             bundle.tags.append(TagItem(tid, title, created, updated))
-    for i, (folder, name) in enumerate(files):
+    bundle.expected_notes = count
+    bundle.stream = _read_notes(r, book_of)
+    return bundle
+
+
+def _read_notes(r: _Reader, book_of: dict[str, str]) -> Iterator[NoteItem]:
+    """Every note of the folder, read in the walk's order; then the attachments the
+    manifest lists that no note linked."""
+    for folder, name in _walk(r.root, Notices(), []):  # the first walk reported the skips
         note = _read_note(r, folder, name, book_of.get(folder))
         if note is not None:
-            bundle.notes.append(bundle.park(note))
-        if i % 500 == 0:
-            progress("reading", i, len(files))
-    progress("reading", len(files), len(files))
+            yield note
     _read_unlinked_attachments(r)
-    bundle.attachments = list(r.attachments.values())
-    return bundle
 
 
 def _mapping_list(value: object) -> list[dict[str, Any]]:
@@ -351,6 +353,7 @@ def _attach(r: _Reader, folder: str, target: str, note_id: str) -> str | None:
     if item is None:
         return None
     r.attachments[key] = item
+    r.found.append(item)
     return f":/{item.id}"
 
 
@@ -420,6 +423,7 @@ def _read_unlinked_attachments(r: _Reader) -> None:
         )
         if item is not None:
             r.attachments[key] = item
+            r.found.append(item)
 
 
 # -- writing --------------------------------------------------------------------------------

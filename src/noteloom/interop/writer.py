@@ -3,11 +3,13 @@
 Going through ``Workspace.create_note`` costs a dozen statements per note; an import
 of 100,000 notes needs a few statements per thousand. Rows still go into the same
 tables (so the keyword index triggers see every note) and every note gets its
-``create`` row in the change feed. The readers copy attachment files into the import's
-staging folder; the writer moves them into place inside the transaction, after a journal
-of the moves and before the commit (see ``staging``): a committed row always has its
-file, and the files of a transaction that never committed are deleted, now (an error)
-or by the next clean-up (a killed process).
+``create`` row in the change feed. Notes are written in batches as they come: a streamed
+bundle (a Markdown folder) is read in a thread a bounded number of notes ahead, so the
+import holds a few batches of notes, never the whole source. The readers copy attachment
+files into the import's staging folder; the writer moves them into place inside the
+transaction, after a journal of the moves and before the commit (see ``staging``): a
+committed row always has its file, and the files of a transaction that never committed
+are deleted, now (an error) or by the next clean-up (a killed process).
 """
 
 from __future__ import annotations
@@ -25,32 +27,52 @@ from sqlalchemy.engine import Connection
 from noteloom import db
 from noteloom.db import new_id, now_ms
 from noteloom.errors import ImportExportError
-from noteloom.interop.bundle import Bundle, Duplicates, ImportSummary, NoteItem, Progress
+from noteloom.interop.bundle import (
+    AttachmentItem,
+    Bundle,
+    Duplicates,
+    ImportSummary,
+    NoteItem,
+    Notices,
+    Progress,
+)
 from noteloom.interop.links import ID_LINK
+from noteloom.interop.readahead import ReadAhead
 from noteloom.interop.staging import Staging, crash_point
 from noteloom.workspace import Workspace, record_change
 
-CHUNK = 2000
+CHUNK = 500
 CHUNK_BYTES = 8 << 20
 _IN_CHUNK = 500
+#: How far a streamed reader may run ahead of the writer: groups of notes in its queue.
+READ_AHEAD = 4
+GROUP_NOTES = 64
+GROUP_BYTES = 2 << 20
 
 
 @dataclass
 class _Plan:
-    """Ids as they will be written: kept, or replaced (``remap``) when taken."""
+    """What the writer decided so far: ids kept or replaced (``remap``), and the rows that
+    wait for the end of the notes (attachments point at notes)."""
 
     remap: dict[str, str] = field(default_factory=dict)
-    book_rows: list[dict[str, Any]] = field(default_factory=list)
-    note_rows: list[dict[str, Any]] = field(default_factory=list)
-    tag_rows: list[dict[str, Any]] = field(default_factory=list)
-    #: (note id, lower-cased tag title) until the tags are planned.
-    tag_links: list[tuple[str, str]] = field(default_factory=list)
-    link_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: Title key -> tag id, of the workspace and of the tags written so far.
+    tag_ids: dict[str, str] = field(default_factory=dict)
+    books: int = 0
+    notes: int = 0
+    tags: int = 0
+    root_book: str | None = None
     attachment_rows: list[dict[str, Any]] = field(default_factory=list)
-    #: The note each row of ``note_rows`` comes from (its body is read when written).
-    note_items: list[NoteItem] = field(default_factory=list)
     #: (attachment id, staged file, final path) for each attachment row.
     moves: list[tuple[str, Path, Path]] = field(default_factory=list)
+    #: How many of ``bundle.attachments`` were planned (the list grows while notes stream in).
+    attachments_seen: int = 0
+    #: Written notes whose body links ``:/<id>``, with the size of ``remap`` then
+    #: (``new-ids`` only): an id replaced later is mended in those bodies at the end.
+    linking: list[tuple[str, int]] = field(default_factory=list)
+    #: Notices of the writer, after the reader's: fixed fields, then what was planned.
+    fitted: Notices = field(default_factory=Notices)
+    planned: Notices = field(default_factory=Notices)
 
 
 def write_bundle(
@@ -67,38 +89,30 @@ def write_bundle(
 
     ``target`` is the id of a notebook the import goes under; every attachment's file
     lies in ``staging``, on the same file system as the attachments (removed by the caller)."""
-    for a in bundle.attachments:
-        if not a.staged:
-            raise ValueError(f"attachment {a.id!r} is not in the staging folder")
-    _fit_fields(bundle)
     crash_point("staged")
+    plan = _Plan()
     moved: list[Path] = []
     made: list[Path] = []
     try:
-        with ws.write() as conn:
+        with ws.write() as conn, _notes_of(bundle) as notes:
             if target is not None:
                 _check_target(conn, target)
-            plan = _plan(conn, ws, bundle, target, duplicates)
-            total = len(plan.note_rows)
-            if plan.book_rows:
-                conn.execute(db.notebooks.insert(), plan.book_rows)
-            done = 0
+            _fit_fixed(bundle, plan.fitted)
+            _write_books(conn, bundle, plan, target, duplicates)
+            _write_bundle_tags(conn, bundle, plan)
+            total = bundle.expected_notes if bundle.stream is not None else len(bundle.notes)
             inserter = _NoteInserter(conn)
-            for rows in _body_chunks(plan, bundle):
-                inserter.insert(rows)
-                record_change(conn, [r["id"] for r in rows], "create")
-                for r in rows:
-                    r["body"] = None  # written: let the text go
-                done += len(rows)
-                progress("writing", done, total)
+            done = 0
+            for batch in _batches(notes, bundle):
+                _plan_attachments(conn, ws, bundle, plan, duplicates)
+                _write_notes(conn, inserter, batch, bundle, plan, target, duplicates)
+                done += len(batch)
+                progress("writing", done, max(total or 0, done))
+            progress("writing", done, done)
             inserter.close()
-            for table, all_rows in (
-                (db.tags, plan.tag_rows),
-                (db.note_tags, plan.link_rows),
-                (db.attachments, plan.attachment_rows),
-            ):
-                for rows in _chunks(all_rows, CHUNK):
-                    conn.execute(table.insert(), rows)
+            _plan_attachments(conn, ws, bundle, plan, duplicates)  # those read after the last note
+            _mend_links(conn, plan)
+            _write_attachments(conn, plan)
             # Files go into place before the commit makes their rows visible; the journal
             # lets a later clean-up delete them if this process dies before committing.
             if plan.moves:
@@ -125,13 +139,15 @@ def write_bundle(
                 folder.rmdir()
         raise
     crash_point("committed")
-    notices = bundle.notices
+    notices = Notices()
+    for part in (bundle.notices, plan.fitted, plan.planned):
+        notices.extend(part)
     return ImportSummary(
         source=source,
         format=bundle.format,
-        notebooks=len(plan.book_rows),
-        notes=len(plan.note_rows),
-        tags=len(plan.tag_rows),
+        notebooks=plan.books,
+        notes=plan.notes,
+        tags=plan.tags,
         attachments=len(plan.attachment_rows),
         skipped=notices.skipped,
         warnings=notices.count,
@@ -140,43 +156,77 @@ def write_bundle(
     )
 
 
+@contextlib.contextmanager
+def _notes_of(bundle: Bundle) -> Iterator[Iterator[NoteItem]]:
+    """The notes of ``bundle``: its list, or its stream read ahead in a thread."""
+    if bundle.stream is None:
+        yield iter(bundle.notes)
+        return
+    with ReadAhead(bundle.stream, depth=READ_AHEAD, group=GROUP_NOTES, group_bytes=GROUP_BYTES) as notes:
+        yield notes
+
+
+def _batches(notes: Iterator[NoteItem], bundle: Bundle) -> Iterator[list[NoteItem]]:
+    """Notes with their bodies, at most ``CHUNK`` notes and about ``CHUNK_BYTES`` of text at a time."""
+    batch: list[NoteItem] = []
+    size = 0
+    for n in notes:
+        if n.body_ref is not None:
+            n.body = bundle.body_of(n)
+            n.body_ref = None
+        batch.append(n)
+        size += len(n.body)
+        if len(batch) >= CHUNK or size >= CHUNK_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
 #: What the workspace allows a notebook or tag title (``workspace.model._clean_title``).
 MAX_TITLE = 1000
 
 
-def _fit_fields(bundle: Bundle) -> None:
+class _Fit:
     """Short fields as the workspace's own rules want them: no NUL (PostgreSQL refuses it
     in text; the readers already took it out of bodies) and notebook and tag titles of at
     most ``MAX_TITLE`` characters. The bulk writer skips the domain's checks, so the
     import applies them, fixing the value and saying so rather than losing the item."""
-    notices = bundle.notices
 
-    def clean(value: str, where: str) -> str:
+    def __init__(self, notices: Notices) -> None:
+        self.notices = notices
+
+    def clean(self, value: str, where: str) -> str:
         if "\x00" in value:
-            notices.warn("removed NUL characters from titles and other fields", where)
+            self.notices.warn("removed NUL characters from titles and other fields", where)
             value = value.replace("\x00", "")
         return value
 
-    def title(value: str, where: str) -> str:
-        value = clean(value, where)
+    def title(self, value: str, where: str) -> str:
+        value = self.clean(value, where)
         if len(value) > MAX_TITLE:
-            notices.warn(f"shortened notebook and tag titles to {MAX_TITLE:,} characters", where)
+            self.notices.warn(f"shortened notebook and tag titles to {MAX_TITLE:,} characters", where)
             value = value[:MAX_TITLE].rstrip()
         return value
 
-    for b in bundle.books:
-        b.title = title(b.title, b.id[:8]) or "Untitled"
-    for t in bundle.tags:
-        t.title = title(t.title, t.id[:8]) or t.id[:8]
-    for n in bundle.notes:
-        n.title = clean(n.title, n.id[:8])
-        n.source_url = clean(n.source_url, n.id[:8])
+    def note(self, n: NoteItem) -> None:
+        n.title = self.clean(n.title, n.id[:8])
+        n.source_url = self.clean(n.source_url, n.id[:8])
         if any(len(tag) > MAX_TITLE or "\x00" in tag for tag in n.tags):
-            n.tags = list(dict.fromkeys(t for t in (title(tag, n.id[:8]) for tag in n.tags) if t))
-    for a in bundle.attachments:
-        a.title = clean(a.title, a.id[:8])
-        a.filename = clean(a.filename, a.id[:8]) or "file"
-        a.mime = clean(a.mime, a.id[:8]) or "application/octet-stream"
+            n.tags = list(dict.fromkeys(t for t in (self.title(tag, n.id[:8]) for tag in n.tags) if t))
+
+    def attachment(self, a: AttachmentItem) -> None:
+        a.title = self.clean(a.title, a.id[:8])
+        a.filename = self.clean(a.filename, a.id[:8]) or "file"
+        a.mime = self.clean(a.mime, a.id[:8]) or "application/octet-stream"
+
+
+def _fit_fixed(bundle: Bundle, notices: Notices) -> None:
+    fit = _Fit(notices)
+    for b in bundle.books:
+        b.title = fit.title(b.title, b.id[:8]) or "Untitled"
+    for t in bundle.tags:
+        t.title = fit.title(t.title, t.id[:8]) or t.id[:8]
 
 
 def _check_target(conn: Connection, target: str) -> None:
@@ -192,19 +242,10 @@ def _existing(conn: Connection, column: sa.Column[Any], ids: Iterable[str]) -> s
     return found
 
 
-def _plan(
-    conn: Connection,
-    ws: Workspace,
-    bundle: Bundle,
-    target: str | None,
-    duplicates: Duplicates,
-) -> _Plan:
-    plan = _Plan()
-    notices = bundle.notices
-    remap = plan.remap
+def _write_books(conn: Connection, bundle: Bundle, plan: _Plan, target: str | None, duplicates: Duplicates) -> None:
+    """Notebooks: an existing live one with the same id is reused (its notes merge in)."""
     nb = db.notebooks
-
-    # Notebooks: an existing live one with the same id is reused (its notes merge in).
+    remap = plan.remap
     taken_books = {
         r.id: r.deleted_time
         for chunk in _chunks([b.id for b in bundle.books], _IN_CHUNK)
@@ -215,92 +256,68 @@ def _plan(
         if b.id in taken_books:
             if duplicates == "skip" and taken_books[b.id] is None:
                 reused.add(b.id)
-                notices.warn("added notes to notebooks that existed already", b.title)
+                plan.planned.warn("added notes to notebooks that existed already", b.title)
                 continue
             remap[b.id] = new_id()
-    for b in bundle.books:
-        if b.id in reused:
-            continue
-        parent = remap.get(b.parent_id, b.parent_id) if b.parent_id else target
-        plan.book_rows.append(
-            {
-                "id": remap.get(b.id, b.id),
-                "parent_id": parent,
-                "title": b.title,
-                "created_time": b.created_time,
-                "updated_time": b.updated_time,
-            }
-        )
+    rows = [
+        {
+            "id": remap.get(b.id, b.id),
+            "parent_id": remap.get(b.parent_id, b.parent_id) if b.parent_id else target,
+            "title": b.title,
+            "created_time": b.created_time,
+            "updated_time": b.updated_time,
+        }
+        for b in bundle.books
+        if b.id not in reused
+    ]
+    for chunk in _chunks(rows, CHUNK):
+        conn.execute(nb.insert(), chunk)
+    plan.books += len(rows)
 
-    # Attachments before notes: a changed attachment id changes the bodies that link it.
-    taken_atts = _existing(conn, db.attachments.c.id, [a.id for a in bundle.attachments])
-    keep_atts = []
-    for a in bundle.attachments:
-        if a.id in taken_atts:
+
+def _write_bundle_tags(conn: Connection, bundle: Bundle, plan: _Plan) -> None:
+    """Tags are matched by title, without case; the bundle's own keep their id when it is free."""
+    plan.tag_ids = {r.title_key: r.id for r in conn.execute(sa.select(db.tags.c.id, db.tags.c.title_key))}
+    taken_ids = _existing(conn, db.tags.c.id, [t.id for t in bundle.tags])
+    rows = []
+    for t in bundle.tags:
+        key = t.title.lower()
+        if key in plan.tag_ids:
+            continue
+        tid = t.id if t.id not in taken_ids else new_id()
+        taken_ids.add(tid)
+        plan.tag_ids[key] = tid
+        rows.append({"id": tid, "title": t.title, "title_key": key,
+                     "created_time": t.created_time, "updated_time": t.updated_time})
+    for chunk in _chunks(rows, CHUNK):
+        conn.execute(db.tags.insert(), chunk)
+    plan.tags += len(rows)
+
+
+def _plan_attachments(conn: Connection, ws: Workspace, bundle: Bundle, plan: _Plan, duplicates: Duplicates) -> None:
+    """Attachments the reader added since the last call, planned before the notes that link
+    them (a changed attachment id changes those bodies); their rows wait for the notes."""
+    new = bundle.attachments[plan.attachments_seen :]
+    if not new:
+        return
+    plan.attachments_seen += len(new)
+    fit = _Fit(plan.fitted)
+    for a in new:
+        if not a.staged:
+            raise ValueError(f"attachment {a.id!r} is not in the staging folder")
+        fit.attachment(a)
+    taken = _existing(conn, db.attachments.c.id, [a.id for a in new])
+    for a in new:
+        if a.id in taken:
             if duplicates == "skip":
-                notices.skip("skipped attachments whose id exists already", a.id[:8])
+                plan.planned.skip("skipped attachments whose id exists already", a.id[:8])
                 continue
-            remap[a.id] = new_id()
-        keep_atts.append(a)
-
-    taken_notes = _existing(conn, db.notes.c.id, [n.id for n in bundle.notes])
-    skipped: set[int] = set()
-    for i, n in enumerate(bundle.notes):
-        if n.id in taken_notes:
-            if duplicates == "skip":
-                notices.skip(
-                    "skipped notes whose id exists already; --duplicates new-ids imports them as copies",
-                    n.id[:8],
-                )
-                skipped.add(i)
-            else:
-                remap[n.id] = new_id()
-    root_book: str | None = target
-    written_notes: set[str] = set()
-    now = now_ms()
-    for i, n in enumerate(bundle.notes):
-        if i in skipped:
-            continue
-        if n.notebook_id is None:
-            if root_book is None:
-                root_book = new_id()
-                plan.book_rows.append(
-                    {"id": root_book, "parent_id": None, "title": bundle.root_title,
-                     "created_time": now, "updated_time": now}
-                )
-            book = root_book
-        else:
-            book = remap.get(n.notebook_id, n.notebook_id)
-        nid = remap.get(n.id, n.id)
-        written_notes.add(nid)
-        plan.note_items.append(n)
-        plan.note_rows.append(
-            {
-                "id": nid,
-                "notebook_id": book,
-                "title": n.title,
-                "body": None,  # filled from the spool chunk by chunk (_body_chunks)
-                "is_todo": n.is_todo,
-                "todo_due": n.todo_due,
-                "todo_completed": n.todo_completed,
-                "source_url": n.source_url,
-                "created_time": n.created_time,
-                "updated_time": n.updated_time,
-            }
-        )
-        plan.tag_links.extend((nid, title.lower()) for title in n.tags)
-
-    _plan_tags(conn, bundle, plan, now)
-
-    for a in keep_atts:
-        aid = remap.get(a.id, a.id)
-        owner = remap.get(a.note_id, a.note_id) if a.note_id else None
-        if owner is not None and owner not in written_notes and owner not in taken_notes:
-            owner = None
+            plan.remap[a.id] = new_id()
+        aid = plan.remap.get(a.id, a.id)
         plan.attachment_rows.append(
             {
                 "id": aid,
-                "note_id": owner,
+                "note_id": a.note_id,  # remapped and checked once the notes are in
                 "title": a.title,
                 "filename": a.filename,
                 "mime": a.mime,
@@ -310,53 +327,119 @@ def _plan(
             }
         )
         plan.moves.append((aid, a.source, ws.attachment_path(aid, a.filename)))
-    return plan
 
 
-def _plan_tags(conn: Connection, bundle: Bundle, plan: _Plan, now: int) -> None:
-    """Tags are matched by title, without case; new ones keep their id when it is free."""
-    by_key = {r.title_key: r.id for r in conn.execute(sa.select(db.tags.c.id, db.tags.c.title_key))}
-    items = {t.title.lower(): t for t in bundle.tags}
-    titles = {title.lower(): title for n in bundle.notes for title in n.tags}
-    taken_ids = _existing(conn, db.tags.c.id, [t.id for t in bundle.tags])
-    for key in [*items, *titles]:
-        if key in by_key:
-            continue
-        item = items.get(key)
-        tid = item.id if item is not None and item.id not in taken_ids else new_id()
-        taken_ids.add(tid)
-        by_key[key] = tid
-        plan.tag_rows.append(
+def _write_notes(
+    conn: Connection,
+    inserter: _NoteInserter,
+    batch: list[NoteItem],
+    bundle: Bundle,
+    plan: _Plan,
+    target: str | None,
+    duplicates: Duplicates,
+) -> None:
+    """One batch of notes, with the tags they name and their change feed rows."""
+    fit = _Fit(plan.fitted)
+    for n in batch:
+        fit.note(n)
+    remap = plan.remap
+    taken = _existing(conn, db.notes.c.id, [n.id for n in batch])
+    now = now_ms()
+    rows: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
+    new_tags: list[dict[str, Any]] = []
+    for n in batch:
+        # The tags of a skipped note are made as well, as they always were.
+        for title in n.tags:
+            key = title.lower()
+            if key not in plan.tag_ids:
+                tid = new_id()
+                plan.tag_ids[key] = tid
+                new_tags.append({"id": tid, "title": title, "title_key": key, "created_time": now, "updated_time": now})
+        if n.id in taken:
+            if duplicates == "skip":
+                plan.planned.skip(
+                    "skipped notes whose id exists already; --duplicates new-ids imports them as copies",
+                    n.id[:8],
+                )
+                continue
+            remap[n.id] = new_id()
+        if n.notebook_id is None:
+            book = plan.root_book or target or _root_book(conn, bundle, plan, now)
+        else:
+            book = remap.get(n.notebook_id, n.notebook_id)
+        nid = remap.get(n.id, n.id)
+        body = n.body
+        if ":/" in body:
+            if remap:
+                body = _remap_links(body, remap)
+            if duplicates == "new-ids" and ID_LINK.search(body):
+                plan.linking.append((nid, len(remap)))
+        rows.append(
             {
-                "id": tid,
-                "title": item.title if item is not None else titles[key],
-                "title_key": key,
-                "created_time": item.created_time if item is not None else now,
-                "updated_time": item.updated_time if item is not None else now,
+                "id": nid,
+                "notebook_id": book,
+                "title": n.title,
+                "body": body,
+                "is_todo": n.is_todo,
+                "todo_due": n.todo_due,
+                "todo_completed": n.todo_completed,
+                "source_url": n.source_url,
+                "created_time": n.created_time,
+                "updated_time": n.updated_time,
             }
         )
-    pairs = dict.fromkeys((note_id, by_key[key]) for note_id, key in plan.tag_links)
-    plan.link_rows = [{"note_id": n, "tag_id": t, "created_time": now} for n, t in pairs]
-
-
-def _body_chunks(plan: _Plan, bundle: Bundle) -> Iterator[list[dict[str, Any]]]:
-    """The note rows with their bodies, in chunks of at most ``CHUNK`` rows and about
-    ``CHUNK_BYTES`` of text: only one chunk's bodies are in memory at a time."""
-    rows: list[dict[str, Any]] = []
-    size = 0
-    remap = plan.remap
-    for row, n in zip(plan.note_rows, plan.note_items, strict=True):
-        body = bundle.body_of(n)
-        if remap and ":/" in body:
-            body = _remap_links(body, remap)
-        row["body"] = body
-        rows.append(row)
-        size += len(body)
-        if len(rows) >= CHUNK or size >= CHUNK_BYTES:
-            yield rows
-            rows, size = [], 0
+        for tid in dict.fromkeys(plan.tag_ids[title.lower()] for title in n.tags):
+            links.append({"note_id": nid, "tag_id": tid, "created_time": now})
+        n.body = ""  # in the row now: the note's own copy can go
+    if new_tags:
+        conn.execute(db.tags.insert(), new_tags)
+        plan.tags += len(new_tags)
     if rows:
-        yield rows
+        inserter.insert(rows)
+        record_change(conn, [r["id"] for r in rows], "create")
+        plan.notes += len(rows)
+    if links:
+        conn.execute(db.note_tags.insert(), links)
+
+
+def _root_book(conn: Connection, bundle: Bundle, plan: _Plan, now: int) -> str:
+    """The notebook, named after the source, of the notes that name none."""
+    plan.root_book = new_id()
+    conn.execute(
+        db.notebooks.insert(),
+        [{"id": plan.root_book, "parent_id": None, "title": bundle.root_title, "created_time": now,
+          "updated_time": now}],
+    )
+    plan.books += 1
+    return plan.root_book
+
+
+def _mend_links(conn: Connection, plan: _Plan) -> None:
+    """Bodies written before an id they link was replaced (``new-ids``) get the new id."""
+    final = len(plan.remap)
+    late = [nid for nid, known in plan.linking if known < final]
+    n = db.notes
+    for chunk in _chunks(late, _IN_CHUNK):
+        for row in conn.execute(sa.select(n.c.id, n.c.body).where(n.c.id.in_(chunk))).all():
+            body = _remap_links(row.body, plan.remap)
+            if body != row.body:
+                conn.execute(sa.update(n).where(n.c.id == row.id).values(body=body))
+
+
+def _write_attachments(conn: Connection, plan: _Plan) -> None:
+    """Attachment rows, once their notes are in: an owner neither written nor in the
+    workspace (a note left out) leaves the attachment without one."""
+    rows = plan.attachment_rows
+    for r in rows:
+        if r["note_id"] is not None:
+            r["note_id"] = plan.remap.get(r["note_id"], r["note_id"])
+    present = _existing(conn, db.notes.c.id, {r["note_id"] for r in rows if r["note_id"] is not None})
+    for r in rows:
+        if r["note_id"] not in present:
+            r["note_id"] = None
+    for chunk in _chunks(rows, CHUNK):
+        conn.execute(db.attachments.insert(), chunk)
 
 
 #: A temporary table of the import's connection, for ``_NoteInserter``.
