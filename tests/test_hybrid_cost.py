@@ -208,3 +208,29 @@ def test_the_nearest_chunks_of_all_answer_only_when_they_can_tell(
     found = index.search(query, limit=1, relevance="loose", notes=allowed).hits
     assert calls == [False, True]
     assert found == []  # the note shares no word with the query
+
+
+def test_a_repeated_or_paged_query_searches_the_vectors_once_until_the_index_changes(
+    corpus: tuple[App, SemanticIndex], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, index = corpus
+    calls: list[int] = []
+    nearest = index.store.nearest
+
+    def spy(conn: Any, query: Any, k: int, candidates: Any = None) -> Any:
+        calls.append(k)
+        return nearest(conn, query, k, candidates)
+
+    monkeypatch.setattr(index.store, "nearest", spy)
+    query = "tomato soup with basil and bread"
+    first = hybrid_search(app.workspace, index, query, mode="semantic", limit=2).hits
+    again = hybrid_search(app.workspace, index, query, mode="semantic", limit=2).hits
+    assert again == first and len(calls) == 1
+    hybrid_search(app.workspace, index, query, mode="semantic", limit=2, offset=2)  # another page asks for more
+    assert len(calls) == 2
+    hybrid_search(app.workspace, index, query, mode="semantic", limit=2, offset=2)
+    assert len(calls) == 2
+    note = app.workspace.create_note("Soup night", "tomato soup with basil and bread", None)
+    index.sync()
+    found = [h.id for h in hybrid_search(app.workspace, index, query, mode="semantic", limit=2).hits]
+    assert len(calls) == 3 and found[0] == note.id

@@ -6,6 +6,7 @@ its worker starts and stops.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -132,6 +133,11 @@ class SemanticIndex:
         self.engine = engine
         self.embedder = embedder
         self.spec = spec or ChunkSpec()
+        # Chunks cut to fit the model's window, when the embedder can count its tokens.
+        self._count_tokens: Callable[[Sequence[str]], list[int]] | None = getattr(embedder, "count_tokens", None)
+        window = getattr(embedder, "max_tokens", 0)
+        if self._count_tokens is not None and isinstance(window, int) and window and not self.spec.max_tokens:
+            self.spec = dataclasses.replace(self.spec, max_tokens=window)
         self.thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
         self.poll_interval = poll_interval
         self.notes_per_step = notes_per_step
@@ -145,6 +151,8 @@ class SemanticIndex:
         self._gaps: dict[int, float] = {}  # feed seq -> when it was first seen missing
         self._done_above: set[int] = set()  # feed seqs past the cursor already applied
         self._query_vectors = functools.lru_cache(QUERY_CACHE_SIZE)(self._embed_query)
+        self._nearest_lock = threading.Lock()
+        self._nearest_found: dict[tuple[Any, ...], list[tuple[int, float]]] = {}
 
     @property
     def model(self) -> str:
@@ -278,6 +286,14 @@ class SemanticIndex:
         assert meta is not None
         return meta
 
+    def load_model(self) -> None:
+        """Load the embedder's model now (preparing it first if it must), off any request path."""
+        load = getattr(self.embedder, "load", None)
+        if callable(load):
+            load()
+        else:
+            _ = self.embedder.dimensions
+
     def step(self) -> int:
         """Index one batch of changed notes; returns how many notes it looked at."""
         return self._step()[0]
@@ -386,7 +402,7 @@ class SemanticIndex:
             if row is None or row.deleted_time is not None:
                 prepared.append((nid, None, [], existing.get(nid, {})))
             else:
-                parts = chunk_note(nid, row.title, row.body, self.spec)
+                parts = chunk_note(nid, row.title, row.body, self.spec, self._count_tokens)
                 prepared.append((nid, int(row.updated_time), parts, existing.get(nid, {})))
 
         # Embed what is new, outside any transaction (this is the slow part).
@@ -398,13 +414,17 @@ class SemanticIndex:
                     left[c.content_hash] -= 1
                 else:
                     todo.append(c)
-        vectors: dict[int, list[float]] = {}
-        for i in range(0, len(todo), self.chunks_per_batch):
+        # Each distinct text once (templates, repeated boilerplate), shortest first so a
+        # batch pads little; batches stay small so a stop or a search never waits long.
+        unique = sorted({c.content_hash: c.text for c in todo}.items(), key=lambda kv: len(kv[1]))
+        by_hash: dict[str, list[float]] = {}
+        for i in range(0, len(unique), self.chunks_per_batch):
             if self._stop.is_set():
                 raise _Stopped
-            batch = todo[i : i + self.chunks_per_batch]
-            for c, v in zip(batch, self.embedder.embed_documents([c.text for c in batch]), strict=True):
-                vectors[id(c)] = v
+            batch = unique[i : i + self.chunks_per_batch]
+            for (h, _), v in zip(batch, self.embedder.embed_documents([t for _, t in batch]), strict=True):
+                by_hash[h] = v
+        vectors: dict[int, list[float]] = {id(c): by_hash[c.content_hash] for c in todo}
 
         with db.write_tx(self.engine) as conn:
             meta = read_meta(conn)
@@ -574,6 +594,8 @@ class SemanticIndex:
             found: list[tuple[int, float]] | None = None
             if candidates is not None and self.store.backend != "pgvector":
                 found = _best_allowed(conn, self.store, vector, k, floor, limit, one_per_note, notebook_ids, tag, notes)
+            if found is None and candidates is None:
+                found = self._nearest(conn, meta, query, vector, k)
             if found is None:
                 found = self.store.nearest(conn, vector, k, candidates)
             found = [(cid, s) for cid, s in found if s >= floor]
@@ -600,9 +622,28 @@ class SemanticIndex:
     def _embed_query(self, name: str, text: str) -> tuple[float, ...]:
         return tuple(self.embedder.embed_query(text))
 
+    def _nearest(
+        self, conn: Connection, meta: IndexMeta, query: str, vector: Sequence[float], k: int
+    ) -> list[tuple[int, float]]:
+        """The store's nearest chunks of all, kept until the index next changes: paging
+        through a query, or asking it again, searches the vectors once. (A filtered
+        search is not kept: its allowed set can change without the index changing.)"""
+        key = (self.model, query, k, meta.created_time, meta.updated_time)
+        with self._nearest_lock:
+            found = self._nearest_found.get(key)
+        if found is None:
+            found = self.store.nearest(conn, vector, k)
+            with self._nearest_lock:
+                if any(old[3:] != key[3:] for old in self._nearest_found) or len(self._nearest_found) >= NEAREST_CACHE_SIZE:
+                    self._nearest_found.clear()
+                self._nearest_found[key] = found
+        return found
+
 
 #: Search queries whose vectors SemanticIndex.query_vector keeps (~1.5 KB each at 384 dimensions).
 QUERY_CACHE_SIZE = 1024
+#: Unfiltered vector searches SemanticIndex._nearest keeps while the index is unchanged.
+NEAREST_CACHE_SIZE = 256
 #: How many of the nearest chunks of all _best_allowed checks against a filter, per chunk asked.
 OVERFETCH = 2
 
