@@ -218,3 +218,22 @@ def test_accents_fold_like_the_index_in_long_notes(ws: Workspace) -> None:
     ws.create_note("dessert", body)
     hit = only(search_notes(ws, "creme"))
     assert "CRÈME" in hit.snippet
+
+
+def test_kept_rankings_serve_only_what_they_hold_and_stay_within_their_budget() -> None:
+    kept = search._Rankings()
+    kept.put("s1", "a", 3, [(1, -3.0), (2, -2.0), (3, -1.0)])  # read to 3: there may be more
+    kept.put("s1", "b", 10, [(4, -1.0)])  # read to 10, found 1: all there is
+    assert kept.get("s1", "a", 2) == [(1, -3.0), (2, -2.0)]
+    assert kept.get("s1", "a", 4) is None
+    assert kept.get("s1", "b", 500) == [(4, -1.0)]
+    assert kept.get("s2", "a", 2) is None  # another state of the index
+    kept.put("s2", "c", 1, [(5, -1.0)])
+    assert kept.get("s1", "b", 10) is None  # the new state replaced them all
+    small = search._Rankings()
+    small.BUDGET = 5
+    for i in range(4):
+        small.put("s", f"q{i}", 2, [(i, -1.0), (i + 10, -0.5)])
+    assert small.get("s", "q0", 2) is None and small.get("s", "q1", 2) is None  # least recently used went
+    assert small.get("s", "q3", 2) == [(3, -1.0), (13, -0.5)]
+    assert small._size <= 5

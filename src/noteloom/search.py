@@ -249,13 +249,15 @@ class _Rankings:
     read in another transaction, newer or older, replaces them all). Kept per process;
     each list is exact for the query text, up to the length it was read to."""
 
-    KEPT = 512
+    #: Matches kept in all (about 100 bytes each), and in one list.
+    BUDGET = 100_000
     LONGEST = 4096
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._state = ""
         self._lists: OrderedDict[str, tuple[int, list[tuple[int, float]]]] = OrderedDict()
+        self._size = 0
 
     def get(self, state: str, text: str, fetch: int) -> list[tuple[int, float]] | None:
         with self._lock:
@@ -277,15 +279,20 @@ class _Rankings:
             if state != self._state:
                 self._state = state
                 self._lists.clear()
+                self._size = 0
+            old = self._lists.pop(text, None)
+            if old is not None:
+                self._size -= len(old[1])
             self._lists[text] = (fetch, best)
-            self._lists.move_to_end(text)
-            while len(self._lists) > self.KEPT:
-                self._lists.popitem(last=False)
+            self._size += len(best)
+            while self._size > self.BUDGET:
+                self._size -= len(self._lists.popitem(last=False)[1][1])
 
     def clear(self) -> None:
         with self._lock:
             self._state = ""
             self._lists.clear()
+            self._size = 0
 
 
 _rankings = _Rankings()
@@ -454,14 +461,20 @@ class _Plan:
             .where(_FTS_TABLE.match(self._fts_text()), *required)
         )
 
-    def _fts_top(self, fetch: int) -> list[tuple[float, Any]]:
-        """The ``fetch`` best text matches (rank, note row), ranked by the index alone and
-        only then joined to their notes: with no filter to check, the other matches are
-        never read."""
+    def _fts_top(self, fetch: int, want: int) -> tuple[list[tuple[float, Any]], bool]:
+        """The best text matches (rank, note row) that can be among the first ``want``,
+        ranked by the index alone (the ``fetch`` best) and only then joined to their notes:
+        with no filter to check, the other matches are never read. And whether ``fetch``
+        was enough: the matches tied with the ``want``-th all among them."""
         best = self._best(fetch)
-        rank_of = dict(best)
-        rows = self.conn.execute(_NOTES_BY_SEQ, {"seqs": list(rank_of)}).all() if best else []
-        return sorted(((rank_of[r.seq], r) for r in rows), key=lambda p: p[0])
+        if len(best) == fetch and best[-1][1] == best[want - 1][1]:
+            return [], False
+        end = min(want, len(best))
+        while end < len(best) and best[end][1] == best[end - 1][1]:
+            end += 1  # tied with the last row of the page: its update time decides
+        rank_of = dict(best[:end])
+        rows = self.conn.execute(_NOTES_BY_SEQ, {"seqs": list(rank_of)}).all() if rank_of else []
+        return [(rank_of[r.seq], r) for r in rows], True
 
     def _best(self, fetch: int) -> list[tuple[int, float]]:
         """The index's ``fetch`` best matches as (rowid, rank), best first.
@@ -490,12 +503,13 @@ class _Plan:
         # every further try ranks every match again (1 search in 20 needed one on the bench).
         fetch = max(want + 1, 2 * want + 8)
         while True:
-            if ranked is not None:
-                rows = [(r.rank, r) for r in self.conn.execute(ranked.limit(fetch))]
+            if ranked is None:
+                rows, settled = self._fts_top(fetch, want)
             else:
-                rows = self._fts_top(fetch)
-            # Rows tied on rank across the end of the page must all be seen to order them.
-            if len(rows) < fetch or rows[-1][0] != rows[want - 1][0]:
+                rows = [(r.rank, r) for r in self.conn.execute(ranked.limit(fetch))]
+                # Rows tied on rank across the end of the page must all be seen to order them.
+                settled = len(rows) < fetch or rows[-1][0] != rows[want - 1][0]
+            if settled:
                 break
             fetch *= 4
         rows.sort(key=lambda p: p[1].id, reverse=True)
