@@ -15,9 +15,10 @@ change need not be embedded again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from noteloom.outline import Section, sections
@@ -36,17 +37,23 @@ class ChunkSpec:
     overlap: int = 120
     #: Neighbouring short sections are merged up to this many characters.
     merge_chars: int = 600
+    #: The embedding model's window in tokens (0: unknown). A chunk whose text would run
+    #: past it is cut smaller, so no text is lost to the model's truncation.
+    max_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.max_chars < 100:
             raise ValueError(f"max_chars {self.max_chars} is too small; use 100 or more")
         if not 0 <= self.overlap < self.max_chars // 2:
             raise ValueError(f"overlap {self.overlap} must be >= 0 and under half of max_chars")
+        if self.max_tokens and self.max_tokens < 32:
+            raise ValueError(f"max_tokens {self.max_tokens} is too small; use 32 or more (or 0 for no limit)")
 
     @property
     def key(self) -> str:
         """What identifies this way of chunking (stored with the index)."""
-        return f"v{CHUNKER_VERSION}:{self.max_chars}:{self.overlap}:{self.merge_chars}"
+        key = f"v{CHUNKER_VERSION}:{self.max_chars}:{self.overlap}:{self.merge_chars}"
+        return key + (f":t{self.max_tokens}" if self.max_tokens else "")
 
 
 @dataclass(frozen=True)
@@ -73,9 +80,19 @@ class _Segment:
     end: int
 
 
-def chunk_note(note_id: str, title: str, body: str, spec: ChunkSpec | None = None) -> list[Chunk]:
+#: Counts the tokens of each text the way the embedding model will (``Embedder.count_tokens``).
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+
+def chunk_note(
+    note_id: str, title: str, body: str, spec: ChunkSpec | None = None, count_tokens: TokenCounter | None = None
+) -> list[Chunk]:
     """The chunks of one note, in document order. A note with no text at all has none;
-    a note with a title only has one chunk, the title."""
+    a note with a title only has one chunk, the title.
+
+    With ``count_tokens`` and ``spec.max_tokens``, a window whose text is longer than the
+    model's window (dense text: code, CJK, numbers) is cut again, smaller, until it fits;
+    only those windows are counted again, so the work stays linear in the body."""
     spec = spec or ChunkSpec()
     title = " ".join(title.split())
     secs = sections(body) if body.strip() else []
@@ -89,10 +106,12 @@ def chunk_note(note_id: str, title: str, body: str, spec: ChunkSpec | None = Non
         if not title:
             return []
         pieces.append((None, 0, len(body)))
+    texts = [_embed_text(title, _heading_path(sec, by_path) if sec is not None else (), body[a:b]) for sec, a, b in pieces]
+    if count_tokens is not None and spec.max_tokens:
+        pieces, texts = _fit(pieces, texts, title, body, by_path, spec, count_tokens)
     out: list[Chunk] = []
-    for ordinal, (sec, start, end) in enumerate(pieces):
+    for ordinal, ((sec, start, end), text) in enumerate(zip(pieces, texts, strict=True)):
         heading_path = _heading_path(sec, by_path) if sec is not None else ()
-        text = _embed_text(title, heading_path, body[start:end])
         out.append(
             Chunk(
                 note_id=note_id,
@@ -107,6 +126,52 @@ def chunk_note(note_id: str, title: str, body: str, spec: ChunkSpec | None = Non
             )
         )
     return out
+
+
+_Piece = tuple[Section | None, int, int]
+
+
+def _fit(
+    pieces: list[_Piece],
+    texts: list[str],
+    title: str,
+    body: str,
+    by_path: dict[str, Section],
+    spec: ChunkSpec,
+    count_tokens: TokenCounter,
+) -> tuple[list[_Piece], list[str]]:
+    """Pieces whose text runs past ``spec.max_tokens`` cut into windows that fit. Each round
+    counts only the windows the last one made, so a body is counted a few times at most."""
+    out: list[list[tuple[_Piece, str]]] = [[(p, t)] for p, t in zip(pieces, texts, strict=True)]
+    check = [(i, 0) for i in range(len(pieces))]  # (piece, window within it) to count
+    for _ in range(4):
+        if not check:
+            break
+        counts = count_tokens([out[i][j][1] for i, j in check])
+        split: dict[int, dict[int, list[tuple[_Piece, str]]]] = {}
+        for (i, j), tokens in zip(check, counts, strict=True):
+            (sec, start, end), _ = out[i][j]
+            if tokens <= spec.max_tokens or end - start <= 100:
+                continue
+            # Characters per token of this very text, with a margin for the title prefix.
+            chars = max(100, int((end - start) * spec.max_tokens / tokens * 0.85))
+            sub = dataclasses.replace(spec, max_chars=chars, overlap=min(spec.overlap, chars // 4))
+            head = _heading_path(sec, by_path) if sec is not None else ()
+            split.setdefault(i, {})[j] = [
+                ((sec, a, b), _embed_text(title, head, body[a:b])) for a, b in _windows(body, start, end, sub)
+            ]
+        check = []
+        for i, windows in split.items():
+            group: list[tuple[_Piece, str]] = []
+            for j, item in enumerate(out[i]):
+                if j in windows:
+                    check.extend((i, len(group) + k) for k in range(len(windows[j])))
+                    group.extend(windows[j])
+                else:
+                    group.append(item)
+            out[i] = group
+    flat = [item for group in out for item in group]
+    return [p for p, _ in flat], [t for _, t in flat]
 
 
 def _segments(secs: Sequence[Section], body: str) -> list[_Segment]:
