@@ -57,7 +57,7 @@ def test_a_model_folder_that_does_not_exist_is_a_config_error(tmp_path: Path) ->
 
 
 def test_the_quantized_variant_names_itself_differently_so_the_index_rebuilds() -> None:
-    assert local_embedder({"model": "local:all-MiniLM-L6-v2", "quantize": True}, {}).name.endswith("+int8")
+    assert local_embedder({"model": "local:all-MiniLM-L6-v2", "quantize": True, "runtime": "torch"}, {}).name.endswith("+int8")
 
 
 def test_built_in_kinds_register_through_the_plugin_hook() -> None:

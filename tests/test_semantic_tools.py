@@ -182,7 +182,7 @@ def factories() -> dict[str, Any]:
 
 def test_semantic_search_is_on_by_default_with_the_local_model_and_off_on_request(app: App) -> None:
     default = open_index(app.engine, {}, factories(), {})
-    assert default is not None and default.model == "local:all-MiniLM-L6-v2+int8"
+    assert default is not None and default.model == "local:all-MiniLM-L6-v2:onnx-int8"
     assert open_index(app.engine, {"enabled": False}, factories(), {}) is None
     chosen = open_index(app.engine, {"model": "local:all-MiniLM-L6-v2", "quantize": False}, factories(), {})
     assert chosen is not None and chosen.model == "local:all-MiniLM-L6-v2"
