@@ -53,16 +53,24 @@ def index_main(
         if rebuild:
             index.rebuild()
         started = time.perf_counter()
+        console = Console(file=raw(sys.stdout))
         with Progress(
-            TextColumn("indexing"),
+            TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("notes"),
             TimeElapsedColumn(),
-            console=Console(file=raw(sys.stdout)),
+            console=console,
             transient=True,
         ) as bar:
-            task = bar.add_task("index", total=index.pending_notes() or None)
+            # The model loads (and, the first time, is prepared) before the first note.
+            phase = "loading model…" if getattr(index.embedder, "prepared", True) else "preparing model…"
+            task = bar.add_task(phase, total=None)
+            if not console.is_terminal:
+                typer.echo(phase)  # no bar is drawn: say it on a line of its own
+            bar.refresh()
+            index.load_model()
+            bar.update(task, description="indexing", total=index.pending_notes() or None)
 
             def progress(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
