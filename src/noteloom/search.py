@@ -12,7 +12,9 @@ Ranking is BM25 (SQLite; a title match weighs ten times a body match) or
 updated note (then the higher id). Queries made only of filters list notes
 newest first, through an index of live notes by update time. Ranking costs
 about a microsecond per matching note on SQLite, so a word found in most notes
-is the slow case (~75 ms for 77,000 matches).
+is the slow case (~75 ms for 77,000 matches): each ranking is kept, in the
+process, for as long as the index stays as it was (``_Rankings``), so a query
+asked again or paged through is ranked once.
 
 CJK text is indexed as overlapping character pairs (``db.index_text``) and
 queries are split the same way, so a two-character word inside a longer run is
