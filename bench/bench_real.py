@@ -56,6 +56,7 @@ from bench.real_server import (
     Served,
     Throughput,
     child_env,
+    distinct_queries,
     load1,
     many_clients,
     noteloom_cmd,
@@ -69,6 +70,10 @@ from bench.real_server import (
 ROWS = ("import", "semantic", "latency", "zero-hit", "load", "rss", "workers")
 DEFAULT_SIZES = (2000, 10000, 100000)
 CLIENTS = 8
+#: Where in the distinct queries a hybrid load starts: past what a keyword load before it sent.
+HYBRID_START = 9000
+#: What warms a server up (loads its model): a query of none of the measured lists.
+WARMUP_QUERY = "warm up the server"
 KEYWORD_OFF = "[embeddings]\nenabled = false\n"
 #: Queries no note of the vault matches (made-up words; a phrase of words that never meet).
 ZERO_HIT = [
@@ -203,7 +208,7 @@ def describe_index() -> dict[str, Any]:
     return described
 
 
-def semantic_row(report: Report, size: int, notes: int, index: dict[str, Any]) -> None:
+def semantic_row(report: Report, size: int, notes: int) -> None:
     """``noteloom index`` over a fresh import of the first ``notes`` notes of the vault."""
     _, summary = cache.vault(size)
     vault = cache.vault(size)[0] if notes >= size else cache.subset_vault(size, notes)
@@ -223,7 +228,7 @@ def semantic_row(report: Report, size: int, notes: int, index: dict[str, Any]) -
         ran.wall_s <= target_s and ran.peak_rss_mb < 800,
     )
     if notes >= size:
-        cache.seal(home, cache.workspace_key(summary, kind="semantic", **index))
+        cache.seal(home, cache.workspace_key(summary, kind="semantic", **describe_index()))
 
 
 def vectors_workspace(report: Report, size: int, kw_home: Path, index: dict[str, Any]) -> tuple[Path, str]:
@@ -245,7 +250,9 @@ def vectors_workspace(report: Report, size: int, kw_home: Path, index: dict[str,
         raise cache.BenchError(f"filling synthetic vectors failed: {ran.stderr.strip()[-3000:]}")
     filled = json.loads(ran.stdout.strip().splitlines()[-1])
     report.note(f"synthetic vectors filled in {ran.wall_s:.0f} s: {filled}")
-    cache.seal(home, key)
+    # Keyed by what the vectors were made for, should the defaults have moved meanwhile.
+    cache.seal(home, cache.workspace_key(summary, kind="synthetic", embedder=filled["embedder"],
+                                         chunker=filled["chunker"]))
     return home, "synthetic vectors"
 
 
@@ -278,7 +285,9 @@ def _mem_figure(m: Memory) -> str:
 @dataclass
 class Options:
     rows: set[str]
-    queries: list[str]
+    queries: list[str]  # the list's own, for one client
+    others: list[str]  # other queries, none seen before, for the official client
+    distinct: list[str]  # for loads: none repeats within one
     seconds: float
     warmup: float
     rounds: int
@@ -294,33 +303,37 @@ def search_rows(report: Report, size: int, home: Path, vectors: str | None, opts
     if opts.rows & {"latency", "zero-hit", "load", "rss"}:
         with server(home, 1, f"serve-{size}") as served:
             for _, mode in modes:
-                asyncio.run(wait_ready(served, mode, opts.queries[0]))
+                asyncio.run(wait_ready(served, mode, WARMUP_QUERY))
             keyword_p50 = float("nan")
             if "latency" in opts.rows:
                 for label, mode in modes:
-                    lat = asyncio.run(one_client(served, opts.queries, mode, rounds=opts.rounds))
-                    official = asyncio.run(official_client(served, opts.queries, mode, rounds=1))
-                    figure = f"{_latency_figure(lat)}; official mcp client p50 {_ms(official.p50_ms)}"
+                    first, again = asyncio.run(one_client(served, opts.queries, mode, rounds=opts.rounds))
+                    official = asyncio.run(official_client(served, opts.others, mode))
+                    figure = (f"first sight {_latency_figure(first)}; repeated p50 {_ms(again.p50_ms)}; "
+                              f"official mcp client p50 {_ms(official.p50_ms)}")
+                    errors = first.errors + again.errors + official.errors
                     if label == "keyword":
-                        keyword_p50 = lat.p50_ms
+                        keyword_p50 = first.p50_ms
                         report.add(size, "search_notes 1 client, keyword", figure,
-                                   "p50 < 20 ms", lat.errors == 0 and lat.p50_ms < 20)
+                                   "p50 < 20 ms", errors == 0 and first.p50_ms < 20)
                     else:
                         bound = min(25.0, 2 * keyword_p50) if not math.isnan(keyword_p50) else 25.0
                         report.add(size, f"search_notes 1 client, hybrid{where}", figure,
                                    f"p50 ≤ 2× keyword and ≤ 25 ms (≤ {bound:.1f} ms)",
-                                   lat.errors == 0 and lat.p50_ms <= bound)
+                                   errors == 0 and first.p50_ms <= bound)
             if "zero-hit" in opts.rows:
                 for label, mode in modes:
-                    lat = asyncio.run(one_client(served, ZERO_HIT, mode, rounds=opts.rounds))
+                    first, again = asyncio.run(one_client(served, ZERO_HIT, mode, rounds=opts.rounds))
                     report.add(size, f"zero-hit queries, {label}{where if label == 'hybrid' else ''}",
-                               f"p50 {_ms(lat.p50_ms)}, most hits returned {lat.max_hits}",
-                               "0 hits", lat.errors == 0 and lat.max_hits == 0)
+                               f"first sight p50 {_ms(first.p50_ms)}, repeated {_ms(again.p50_ms)}; "
+                               f"most hits returned {max(first.max_hits, again.max_hits)}",
+                               "0 hits", first.errors + again.errors == 0 and max(first.max_hits, again.max_hits) == 0)
             keyword_rate = float("nan")
             if "load" in opts.rows:
                 for label, mode in modes:
-                    t = asyncio.run(many_clients(served, opts.queries, mode, clients=CLIENTS,
-                                                 seconds=opts.seconds, warmup=opts.warmup))
+                    t = asyncio.run(many_clients(served, opts.distinct, mode, clients=CLIENTS,
+                                                 seconds=opts.seconds, warmup=opts.warmup,
+                                                 start=0 if mode == "keyword" else HYBRID_START))
                     if label == "keyword":
                         keyword_rate = t.rate
                         report.add(size, f"{CLIENTS} clients, keyword", _load_figure(t),
@@ -338,15 +351,15 @@ def search_rows(report: Report, size: int, home: Path, vectors: str | None, opts
                 one_anon = m.anon_mb
     if "workers" in opts.rows:
         with server(home, 2, f"serve-{size}-workers2") as served:
-            asyncio.run(wait_ready(served, "keyword", opts.queries[0]))
-            t = asyncio.run(many_clients(served, opts.queries, "keyword", clients=CLIENTS,
+            asyncio.run(wait_ready(served, "keyword", WARMUP_QUERY))
+            t = asyncio.run(many_clients(served, opts.distinct, "keyword", clients=CLIENTS,
                                          seconds=opts.seconds, warmup=opts.warmup))
             report.add(size, f"--workers 2, {CLIENTS} clients, keyword", _load_figure(t),
                        "≥ 300 calls/s", t.errors == 0 and t.rate >= 300)
             if vectors:
-                asyncio.run(wait_ready(served, None, opts.queries[0]))
-                t = asyncio.run(many_clients(served, opts.queries, None, clients=CLIENTS,
-                                             seconds=opts.seconds, warmup=opts.warmup))
+                asyncio.run(wait_ready(served, None, WARMUP_QUERY))
+                t = asyncio.run(many_clients(served, opts.distinct, None, clients=CLIENTS,
+                                             seconds=opts.seconds, warmup=opts.warmup, start=HYBRID_START))
                 report.add(size, f"--workers 2, {CLIENTS} clients, hybrid{where}", _load_figure(t), "—", None)
             m = served.memory()
             if vectors and not math.isnan(one_anon):
@@ -361,8 +374,8 @@ def search_rows(report: Report, size: int, home: Path, vectors: str | None, opts
 def keyword_rss_row(report: Report, size: int, kw_home: Path, opts: Options) -> None:
     """A server without embeddings, after a keyword load: its memory."""
     with server(kw_home, 1, f"serve-{size}-keyword") as served:
-        asyncio.run(wait_ready(served, "keyword", opts.queries[0]))
-        asyncio.run(many_clients(served, opts.queries, "keyword", clients=CLIENTS,
+        asyncio.run(wait_ready(served, "keyword", WARMUP_QUERY))
+        asyncio.run(many_clients(served, opts.distinct, "keyword", clients=CLIENTS,
                                  seconds=min(opts.seconds, 5.0), warmup=opts.warmup))
         m = served.memory()
         report.add(size, "RSS after load, 1 process, no embeddings", _mem_figure(m),
@@ -404,7 +417,10 @@ def run(argv: list[str], out: Callable[[str], None] = print) -> Report:
     rows = set(args.only or ROWS)
     if args.keyword_only:
         rows.discard("semantic")
-    opts = Options(rows, cache.load_queries(), args.seconds, args.warmup, args.rounds)
+    queries = cache.load_queries()
+    distinct = distinct_queries(queries, 20_000)
+    opts = Options(rows, queries, distinct[len(queries) : 2 * len(queries)], distinct[2 * len(queries) :],
+                   args.seconds, args.warmup, args.rounds)
     report = Report()
     out(f"noteloom on real shapes: sizes {', '.join(f'{s:,}' for s in args.sizes)}; rows {', '.join(sorted(rows))}; "
         f"{len(opts.queries)} queries from {cache.queries_path().name}; {os.cpu_count()} cores; "
@@ -422,11 +438,11 @@ def run(argv: list[str], out: Callable[[str], None] = print) -> Report:
             f"{summary.get('training_fingerprint')}) ==")
         kw_home = import_row(report, size, measure="import" in rows)
         if "semantic" in rows and size <= 2000:
-            semantic_row(report, size, min(size, args.semantic_notes or size), index)
+            semantic_row(report, size, min(size, args.semantic_notes or size))
         search = rows & {"latency", "zero-hit", "load", "rss", "workers"}
         if search:
             if needs_index:
-                home, vectors = vectors_workspace(report, size, kw_home, index)
+                home, vectors = vectors_workspace(report, size, kw_home, describe_index())
                 search_rows(report, size, home, vectors, opts)
                 if "rss" in rows:
                     keyword_rss_row(report, size, kw_home, opts)

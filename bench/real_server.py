@@ -235,6 +235,28 @@ class Latency:
     server_cpu_s: float
 
 
+def distinct_queries(base: Sequence[str], count: int, seed: int = 42) -> list[str]:
+    """Up to ``count`` queries none of which repeats: ``base``, then pairs, triples and
+    quadruples of its plain words (AND-ed, as users narrow a search), each group in a fixed
+    random order. A load that cycles through a few dozen queries measures the server's
+    caches, not its search."""
+    import itertools
+    import random
+
+    words = list(dict.fromkeys(
+        w.strip('"') for q in base for w in q.split() if w.strip('"').isalnum()
+    ))
+    rng = random.Random(seed)
+    out = list(dict.fromkeys(base))
+    for size in (2, 3, 4):
+        if len(out) >= count:
+            break
+        group = list(itertools.islice(itertools.combinations(words, size), 50 * count))
+        rng.shuffle(group)
+        out = list(dict.fromkeys([*out, *(" ".join(g) for g in group)]))
+    return out[:count]
+
+
 def search_args(query: str, mode: str | None, limit: int = 10) -> dict[str, Any]:
     args: dict[str, Any] = {"query": query, "limit": limit}
     if mode is not None:
@@ -242,41 +264,41 @@ def search_args(query: str, mode: str | None, limit: int = 10) -> dict[str, Any]
     return args
 
 
-async def one_client(served: Served, queries: Sequence[str], mode: str | None, *, rounds: int) -> Latency:
-    """Every query ``rounds`` times, one call after the other on one keep-alive connection,
-    after one round unmeasured (the caches fill)."""
+async def one_client(
+    served: Served, queries: Sequence[str], mode: str | None, *, rounds: int
+) -> tuple[Latency, Latency]:
+    """Every query once as the server first sees it, then ``rounds`` times more (what its
+    caches make of a repeated query), one call after the other on one keep-alive connection."""
     conn = Connection(served.port, served.token)
     await conn.open()
-    latencies: list[float] = []
-    errors = max_hits = 0
-    cpu = 0.0
+    runs: list[Latency] = []
     try:
-        for measured in (False, *([True] * rounds)):
-            if measured and not latencies:
-                cpu = -served.cpu()
-            for i, q in enumerate(queries):
+        for round_queries in (queries, list(queries) * rounds):
+            latencies: list[float] = []
+            errors = max_hits = 0
+            cpu = -served.cpu()
+            for i, q in enumerate(round_queries):
                 body = json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
                                    "params": {"name": "search_notes", "arguments": search_args(q, mode)}}).encode()
                 t0 = time.perf_counter()
                 status, data = await conn.post(body)
-                elapsed = (time.perf_counter() - t0) * 1000
-                if not measured:
-                    continue
-                latencies.append(elapsed)
+                latencies.append((time.perf_counter() - t0) * 1000)
                 answer = json.loads(data)
                 if status != 200 or "error" in answer or answer["result"].get("isError"):
                     errors += 1
                 else:
                     max_hits = max(max_hits, len(answer["result"]["structuredContent"]["results"]))
-        cpu += served.cpu()
+            cpu += served.cpu()
+            runs.append(Latency(len(latencies), percentile(latencies, 0.5), percentile(latencies, 0.95),
+                                max_hits, errors, cpu))
     finally:
         await conn.close()
-    return Latency(len(latencies), percentile(latencies, 0.5), percentile(latencies, 0.95), max_hits, errors, cpu)
+    return runs[0], runs[1]
 
 
-async def official_client(served: Served, queries: Sequence[str], mode: str | None, *, rounds: int) -> Latency:
-    """As ``one_client``, through the official MCP client (``mcp``): what an AI app sees,
-    its own cost included."""
+async def official_client(served: Served, queries: Sequence[str], mode: str | None) -> Latency:
+    """Every query once through the official MCP client (``mcp``): what an AI app sees, the
+    client's own cost included."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -285,26 +307,20 @@ async def official_client(served: Served, queries: Sequence[str], mode: str | No
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=120)
     latencies: list[float] = []
     errors = max_hits = 0
-    cpu = 0.0
     async with Client(streamable_http_client(served.mcp_url, http_client=http), mode="legacy") as client:  # type: ignore[arg-type]
-        for measured in (False, *([True] * rounds)):
-            if measured and not latencies:
-                cpu = -served.cpu()
-            for q in queries:
-                t0 = time.perf_counter()
-                try:
-                    result = await client.call_tool("search_notes", search_args(q, mode))
-                except MCPError:  # a JSON-RPC error (a bug on the server): counted, not fatal
-                    result = None
-                elapsed = (time.perf_counter() - t0) * 1000
-                if not measured:
-                    continue
-                latencies.append(elapsed)
-                if result is None or result.is_error:
-                    errors += 1
-                else:
-                    hits = (result.structured_content or {}).get("results", [])
-                    max_hits = max(max_hits, len(hits))
+        cpu = -served.cpu()
+        for q in queries:
+            t0 = time.perf_counter()
+            try:
+                result = await client.call_tool("search_notes", search_args(q, mode))
+            except MCPError:  # a JSON-RPC error (a bug on the server): counted, not fatal
+                result = None
+            latencies.append((time.perf_counter() - t0) * 1000)
+            if result is None or result.is_error:
+                errors += 1
+            else:
+                hits = (result.structured_content or {}).get("results", [])
+                max_hits = max(max_hits, len(hits))
         cpu += served.cpu()
     await http.aclose()
     return Latency(len(latencies), percentile(latencies, 0.5), percentile(latencies, 0.95), max_hits, errors, cpu)
@@ -364,11 +380,14 @@ class Throughput:
 
 
 async def many_clients(
-    served: Served, queries: Sequence[str], mode: str | None, *, clients: int, seconds: float, warmup: float
+    served: Served, queries: Sequence[str], mode: str | None, *, clients: int, seconds: float, warmup: float,
+    start: int = 0,
 ) -> Throughput:
-    """``clients`` keep-alive connections sending ``search_notes`` calls back to back."""
+    """``clients`` keep-alive connections sending ``search_notes`` calls back to back, the
+    queries in turn from ``start``."""
     latencies: list[float] = []
-    errors = calls = counter = 0
+    errors = calls = 0
+    counter = start
     measuring = False
     stop_at = time.perf_counter() + warmup + seconds
 
