@@ -3,6 +3,7 @@ import streams (it never holds every note)."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,12 +16,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interop_support import state
+from interop_support import PNG, state
 from noteloom import db
 from noteloom.errors import ImportExportError
 from noteloom.interop import import_path, links, markdown, writer
 from noteloom.interop.frontmatter import _Loader, _parse_simple, parse
 from noteloom.interop.readahead import ReadAhead
+from noteloom.interop.staging import CRASH_ENV
 from noteloom.workspace import Workspace
 
 # -- link targets: the scan from the '=' signs finds what the pattern finds everywhere ------------
@@ -181,3 +183,26 @@ def test_leaving_early_stops_the_reader_and_closes_its_source() -> None:
         next(it)
     # The thread is joined on leaving: it stopped within the queue's bound, and its generator closed.
     assert closed.is_set() and len(produced) <= 10 * (2 + 3)
+
+
+# -- a streamed import killed at any point leaves rows and files in agreement -----------------------
+
+
+@pytest.mark.parametrize(("point", "expected"), [("rows", (0, 0)), ("moved", (0, 0)), ("committed", (30, 2))])
+def test_a_streamed_import_killed_at_any_point_is_consistent(tmp_path: Path, point: str, expected: tuple[int, int]) -> None:
+    from test_import_hardening import _consistency, cli
+
+    root = _vault(tmp_path / "vault", 28)
+    (root / "img").mkdir()
+    (root / "img" / "p.png").write_bytes(PNG)
+    (root / "img" / "q.bin").write_bytes(b"\x00" * 10)
+    (root / "first.md").write_text("![p](img/p.png)\n", encoding="utf-8")
+    (root / "f6" / "zlast.md").write_text("[q](../img/q.bin) ![p](../img/p.png)\n", encoding="utf-8")
+    home = tmp_path / "home"
+    done = cli("import", str(root), "--no-progress", home=home, env={CRASH_ENV: point})
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert _consistency(home) == expected
+    again = cli("import", str(root), "--no-progress", home=home)
+    assert again.returncode == 0, again.stderr
+    # Notes without an id in their front matter are new notes each time, and so are their files.
+    assert _consistency(home) == ((30, 2) if expected == (0, 0) else (60, 4))
