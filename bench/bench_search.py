@@ -222,6 +222,7 @@ def run_vault(home: Path, queries: list[str], rounds: int) -> None:
                 for q in queries:  # first sight: nothing kept from any earlier search
                     search._rankings.clear()
                     search._outlines.clear()
+                    search._places.clear()
                     cpu, wall, n = await call(q)
                     out[q][0].append(cpu)
                     out[q][2].append(wall)

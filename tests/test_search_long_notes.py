@@ -194,11 +194,16 @@ def test_pages_from_kept_rankings_equal_pages_ranked_afresh(ws: Workspace) -> No
                 out.append([(h.id, h.score, h.snippet) for h in search_notes(ws, q, limit=limit, offset=offset)])
         return out
 
-    search._rankings.clear()
+    def forget() -> None:
+        search._rankings.clear()
+        search._places.clear()
+        search._outlines.clear()
+
+    forget()
     afresh = every_page()
-    kept = every_page()  # the same pages, now read from kept rankings
+    kept = every_page()  # the same pages, now from kept rankings and placements
     assert kept == afresh
-    search._rankings.clear()
+    forget()
     assert every_page() == afresh
 
 

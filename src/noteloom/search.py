@@ -727,18 +727,38 @@ _outlines: OrderedDict[tuple[str, int, int, int], _Outline] = OrderedDict()
 _outlines_lock = threading.Lock()
 
 
+# Where hits were placed (snippet, section path, heading), by the query's body terms and
+# the note's version as outlines are: a query asked again places the same hits again.
+_PLACES_KEPT = 4096
+_places: OrderedDict[tuple[Any, ...], tuple[str, str | None, str | None]] = OrderedDict()
+
+
 def _hit(row: _Row, body: str, notebook: str, clipped: bool, anchor: _Anchor | None) -> SearchHit:
     snippet, section, heading = "", None, None
     if anchor is not None:
-        place = anchor.place(row, body)
-        if place is None:  # the words matched the title only
-            snippet = _snippet(body, 0, 0)
-        else:
-            (start, end), sec = place
-            snippet, section, heading = _snippet(body, start, end), sec.path, sec.heading
+        key = (anchor.terms, row.id, row.updated_time, len(body), hash(body))
+        with _outlines_lock:
+            placed = _places.get(key)
+            if placed is not None:
+                _places.move_to_end(key)
+        if placed is None:
+            placed = _placed(row, body, anchor)
+            with _outlines_lock:
+                _places[key] = placed
+                while len(_places) > _PLACES_KEPT:
+                    _places.popitem(last=False)
+        snippet, section, heading = placed
     return SearchHit(
         row.id, row.title, row.notebook_id, row.updated_time, snippet, section, heading, row.score, notebook, clipped
     )
+
+
+def _placed(row: _Row, body: str, anchor: _Anchor) -> tuple[str, str | None, str | None]:
+    place = anchor.place(row, body)
+    if place is None:  # the words matched the title only
+        return _snippet(body, 0, 0), None, None
+    (start, end), sec = place
+    return _snippet(body, start, end), sec.path, sec.heading
 
 
 def _section_at(row: _Row, body: str, offset: int) -> outline.Section:
@@ -822,6 +842,7 @@ class _Anchor:
     """
 
     def __init__(self, terms: tuple[TextTerm, ...]) -> None:
+        self.terms = terms
         self.patterns = [_anchor_pattern(t) for t in terms]
 
     def find(self, body: str) -> tuple[int, int] | None:
