@@ -37,9 +37,15 @@ class FakeEmbedder:
     """Deterministic vectors from a hash of the text; each call is written to ``$FAKE_EMBED_LOG``
     (``pid kind``), so a test can tell which process embedded."""
 
+    #: Its window: the index cuts chunks to this many "tokens" (words here).
+    max_tokens = 64
+
     def __init__(self, dims: int = 8) -> None:
         self.dims = dims
         self._log("built")
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
 
     @property
     def name(self) -> str:
@@ -85,7 +91,9 @@ def register_embedders(register: Callable[[str, Any], None]) -> None:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(EmbedderSource("test_embed_service:FakeEmbedder", {"dims": 8}), "fake:8", tmp_path)
+    svc = ServiceProcess(
+        EmbedderSource("test_embed_service:FakeEmbedder", {"dims": 8}), "fake:8", tmp_path, max_tokens=64
+    )
     svc.start()
     try:
         yield svc
@@ -211,6 +219,10 @@ def test_an_index_opened_with_a_service_in_the_environment_embeds_through_it(
         assert isinstance(index, SemanticIndex)
         assert isinstance(index.embedder, RemoteEmbedder)
         assert built == []  # the model lives in the service only
+        # Chunks are cut to the model's window as they are by the embedder itself.
+        assert index.spec.key == SemanticIndex(app.engine, FakeEmbedder(8)).spec.key
+        assert index.spec.max_tokens == 64
+        assert index.embedder.count_tokens(["a b c", "d"]) == [3, 1]  # type: ignore[attr-defined]
         app.workspace.create_note(title="Cats", body="whiskers and purring")
         index.sync()
         assert index.status().indexed_notes == 1

@@ -109,7 +109,9 @@ def _embed_service(a: App) -> ServiceProcess | None:
     if not isinstance(index, SemanticIndex):
         return None
     source = EmbedderSource("noteloom.web.workers:workspace_embedder", {"config": dict(a.settings.section("embeddings"))})
-    return ServiceProcess(source, index.embedder.name, a.settings.data_dir)
+    # The window the index cuts chunks to, as it would for the embedder in this process.
+    window = index.spec.max_tokens if callable(getattr(index.embedder, "count_tokens", None)) else 0
+    return ServiceProcess(source, index.embedder.name, a.settings.data_dir, max_tokens=window)
 
 
 # -- the runtime file: which port a running `serve` listens on ----------------------------

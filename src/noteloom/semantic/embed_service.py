@@ -63,8 +63,9 @@ __all__ = [
     "ServiceProcess",
 ]
 
-#: Environment variables that hand a worker the service's address, key and model name.
+#: Environment variables that hand a worker the service's address, key, model name and window.
 ADDRESS_ENV, KEY_ENV, NAME_ENV = "NOTELOOM_EMBED_SERVICE", "NOTELOOM_EMBED_KEY", "NOTELOOM_EMBED_NAME"
+WINDOW_ENV = "NOTELOOM_EMBED_WINDOW"
 #: The longest request a service reads (a batch of chunks is well under a megabyte).
 MAX_REQUEST = 64 * 1024 * 1024
 #: Room for a socket path: ``sun_path`` holds 108 bytes on Linux (104 on macOS), with the NUL.
@@ -73,14 +74,17 @@ _MAX_SOCKET_PATH = 100
 
 @dataclass(frozen=True)
 class ServiceEndpoint:
-    """Where a service listens, the key it asks for, and the name of its embedder."""
+    """Where a service listens, the key it asks for, the name of its embedder and the model's
+    window in tokens (0 when the embedder cannot count tokens), known without asking it."""
 
     address: str
     authkey: bytes = field(repr=False)
     name: str
+    max_tokens: int = 0
 
     def to_env(self) -> dict[str, str]:
-        return {ADDRESS_ENV: self.address, KEY_ENV: self.authkey.hex(), NAME_ENV: self.name}
+        return {ADDRESS_ENV: self.address, KEY_ENV: self.authkey.hex(), NAME_ENV: self.name,
+                WINDOW_ENV: str(self.max_tokens)}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ServiceEndpoint | None:
@@ -92,9 +96,12 @@ class ServiceEndpoint:
             key = bytes.fromhex(env.get(KEY_ENV, ""))
         except ValueError:
             key = b""
-        if not key or not env.get(NAME_ENV):
-            raise EmbeddingError(f"{ADDRESS_ENV} is set, but {KEY_ENV} or {NAME_ENV} is missing or malformed")
-        return cls(address, key, env[NAME_ENV])
+        window = env.get(WINDOW_ENV, "0")
+        if not key or not env.get(NAME_ENV) or not window.isdigit():
+            raise EmbeddingError(
+                f"{ADDRESS_ENV} is set, but {KEY_ENV}, {NAME_ENV} or {WINDOW_ENV} is missing or malformed"
+            )
+        return cls(address, key, env[NAME_ENV], int(window))
 
 
 @dataclass(frozen=True)
@@ -240,6 +247,12 @@ class EmbedService:
                 if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                     raise EmbeddingError("embed_documents takes a list of strings")
                 return _pack_vectors({}, embedder.embed_documents(texts))
+            if op == "count_tokens":
+                texts = request.get("texts")
+                count = getattr(embedder, "count_tokens", None)
+                if count is None or not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                    raise EmbeddingError("count_tokens takes a list of strings, for an embedder that counts tokens")
+                return _pack_vectors({"counts": [int(n) for n in count(texts)]}, [])
             if op == "embed_query":
                 text = request.get("text")
                 if not isinstance(text, str):
@@ -293,6 +306,8 @@ class RemoteEmbedder:
 
     def __init__(self, endpoint: ServiceEndpoint, *, connect_timeout: float = 10.0) -> None:
         self.endpoint = endpoint
+        #: The model's window, so chunks are cut as they are for the embedder itself.
+        self.max_tokens = endpoint.max_tokens
         self.connect_timeout = connect_timeout
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
@@ -325,6 +340,15 @@ class RemoteEmbedder:
     def embed_query(self, text: str) -> list[float]:
         _, vectors = self._call({"op": "embed_query", "text": text})
         return vectors[0]
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text as the service's model counts them (used when ``max_tokens``)."""
+        if not texts:
+            return []
+        counts = self._call({"op": "count_tokens", "texts": list(texts)})[0].get("counts")
+        if not isinstance(counts, list) or len(counts) != len(texts):
+            raise EmbeddingError("the embedding service sent a malformed count of tokens")
+        return [int(n) for n in counts]
 
     def ping(self) -> dict[str, Any]:
         """The service's process id and how many requests it has answered."""
@@ -398,7 +422,9 @@ class ServiceProcess:
     ``ensure_running`` starts it again, at the same address with the same key, after it died.
     """
 
-    def __init__(self, source: EmbedderSource, name: str, home: Path, *, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self, source: EmbedderSource, name: str, home: Path, *, max_tokens: int = 0, start_timeout: float = 60.0
+    ) -> None:
         import multiprocessing
 
         self.source = source
@@ -412,7 +438,7 @@ class ServiceProcess:
             address = self._temp / "embed.sock"
         else:
             _remove_stale(folder)
-        self.endpoint = ServiceEndpoint(str(address), secrets.token_bytes(32), name)
+        self.endpoint = ServiceEndpoint(str(address), secrets.token_bytes(32), name, max_tokens)
         self.process: BaseProcess | None = None
         self.restarts = 0
 
