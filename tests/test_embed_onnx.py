@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -61,10 +63,11 @@ def test_texts_of_any_length_mix_in_one_call_and_come_back_in_order(onnx: OnnxEm
     texts = ["short", SENTENCES[0] * 40, "", SENTENCES[1]]
     together = onnx.embed_documents(texts)
     alone = [onnx.embed_documents([t])[0] for t in texts]
-    # Activations are quantised per batch, so neighbours move a vector a little (here a
-    # 3-token text padded to 256): as little as the int8 weights do.
-    for a, b in zip(together, alone, strict=True):
-        assert cosine(a, b) > 0.98
+    # Activations are quantised per batch, so neighbours move a vector a little (most here,
+    # where a 3-token text shares a batch with a 256-token one; sorted batches mix less).
+    for i, a in enumerate(together):
+        assert cosine(a, alone[i]) > 0.97
+        assert max(range(len(alone)), key=lambda j: cosine(a, alone[j])) == i
     assert onnx.count_tokens([SENTENCES[0] * 40])[0] > onnx.max_tokens == 256
 
 
@@ -78,6 +81,18 @@ def test_the_exported_model_is_reused_and_the_process_never_imports_torch(onnx: 
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread priorities are per thread on Linux only")
+def test_documents_are_embedded_on_a_thread_of_lower_priority_than_queries(onnx: OnnxEmbedder) -> None:
+    onnx.embed_documents(["warm up"])
+    assert onnx._doc_pool is not None
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    assert onnx._doc_pool.submit(nice).result() > nice()
 
 
 def test_the_default_local_embedder_is_onnx_int8_and_names_its_vectors_so(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -254,6 +255,7 @@ def local_embedder(config: Mapping[str, Any], env: Mapping[str, str]) -> LocalEm
             quantize=quantize,
             batch_size=_int(config, "batch_size", 16),
             threads=threads,
+            document_nice=_int(config, "document_nice", 10),
             query_prefix=str(config.get("query_prefix", "")),
             document_prefix=str(config.get("document_prefix", "")),
         )
@@ -332,11 +334,13 @@ class OnnxEmbedder:
         quantize: bool = True,
         batch_size: int = 16,
         threads: int | None = None,
+        document_nice: int = 10,
         query_prefix: str = "",
         document_prefix: str = "",
     ) -> None:
         self.model = model
         self.cache_dir = Path(cache_dir)
+        self.document_nice = document_nice
         self.quantize = quantize
         self.batch_size = max(1, batch_size)
         self.threads = threads
@@ -353,6 +357,8 @@ class OnnxEmbedder:
         self._tokenizer: Any = None
         self._counter: Any = None
         self._inputs: set[str] = set()
+        self._doc_session: Any = None
+        self._doc_pool: ThreadPoolExecutor | None = None
         self._dims: int | None = None
         self._lock = threading.Lock()
 
@@ -391,10 +397,23 @@ class OnnxEmbedder:
         return [len(e.ids) for e in self._counter.encode_batch(list(texts))]
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._encode([self.document_prefix + t for t in texts])
+        """Embeds on a thread of its own at ``document_nice`` (Linux), with its own session:
+        indexing takes the CPU searches leave, and a query never queues behind a batch."""
+        if not texts:
+            return []
+        self._load()
+        if self._doc_pool is None:
+            with self._lock:
+                if self._doc_pool is None:
+                    self._doc_pool = ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="noteloom-embed", initializer=_lower_priority,
+                        initargs=(self.document_nice,),
+                    )
+        texts = [self.document_prefix + t for t in texts]
+        return self._doc_pool.submit(self._documents, texts).result()
 
     def embed_query(self, text: str) -> list[float]:
-        return self._encode([self.query_prefix + text])[0]
+        return self._encode([self.query_prefix + text], self._load())[0]
 
     # -- internals --
 
@@ -419,22 +438,12 @@ class OnnxEmbedder:
     def _build(self) -> Any:
         try:
             import numpy as np
-            import onnxruntime as ort
-        except ImportError:
+        except ImportError:  # pragma: no cover - onnxruntime needs numpy
             raise ConfigError(_NO_ONNX) from None
         path = self.model_file
         if not path.is_file():
             _prepare_onnx(self._folder, path, self.quantize)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads or os.cpu_count() or 1
-        options.inter_op_num_threads = 1
-        # Idle pool threads sleep rather than spin: the CPU is shared with searches.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        try:
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise EmbeddingError(f"could not load the exported model {path}: {exc}; delete it to export it again") from exc
+        session = self._open_session()
         self._inputs = {i.name for i in session.get_inputs()}
         one = np.ones((1, 2), dtype=np.int64)
         feed = {k: v for k, v in {"input_ids": one, "attention_mask": one, "token_type_ids": one * 0}.items() if k in self._inputs}
@@ -442,12 +451,36 @@ class OnnxEmbedder:
         self._tokenizer = _tokenizer(self._folder, self.max_tokens)
         return session
 
-    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+    def _open_session(self) -> Any:
+        """An onnxruntime session of the exported model; its pool threads take the priority
+        of the thread that opens it."""
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise ConfigError(_NO_ONNX) from None
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads or os.cpu_count() or 1
+        options.inter_op_num_threads = 1
+        # Idle pool threads sleep rather than spin: the CPU is shared with searches.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        path = self.model_file
+        try:
+            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise EmbeddingError(f"could not load the exported model {path}: {exc}; delete it to export it again") from exc
+
+    def _documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Runs on the documents thread: its own session, at its lower priority."""
+        if self._doc_session is None:
+            self._doc_session = self._open_session()
+        return self._encode(texts, self._doc_session)
+
+    def _encode(self, texts: Sequence[str], session: Any) -> list[list[float]]:
         if not texts:
             return []
         import numpy as np
 
-        session = self._load()
         encoded = self._tokenizer.encode_batch(list(texts))
         # Shortest first, so each batch pads only to the longest of similar texts.
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
@@ -476,6 +509,15 @@ _NO_ONNX = (
     "the onnx runtime needs onnxruntime and tokenizers; install noteloom's `embeddings` extra "
     "(pip install 'noteloom[embeddings]') or set runtime = \"torch\" in [embeddings]"
 )
+
+
+def _lower_priority(nice: int) -> None:
+    """Lower the calling thread's CPU priority by ``nice`` (Linux sets it per thread; elsewhere
+    it would lower the whole process, so it is left alone)."""
+    if nice > 0 and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
 
 
 def _tokenizer(folder: Path, window: int | None) -> Any:
