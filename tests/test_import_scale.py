@@ -206,3 +206,25 @@ def test_a_streamed_import_killed_at_any_point_is_consistent(tmp_path: Path, poi
     assert again.returncode == 0, again.stderr
     # Notes without an id in their front matter are new notes each time, and so are their files.
     assert _consistency(home) == ((30, 2) if expected == (0, 0) else (60, 4))
+
+
+def _fts_hits(ws: Workspace, phrase: str) -> set[str]:
+    sql = sa.text("SELECT n.title FROM notes_fts JOIN notes n ON n.seq = notes_fts.rowid WHERE notes_fts MATCH :q")
+    with ws.read() as c:
+        return {r.title for r in c.execute(sql, {"q": f'"{phrase}"'})}
+
+
+def test_cjk_bodies_worked_out_ahead_are_indexed_as_any_note_is(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "CHUNK", 3)
+    root = _vault(tmp_path / "vault", 10)
+    (root / "cjk.md").write_text("---\ntitle: cjk\n---\n\n中文字の索引 and “quotes”\n", encoding="utf-8")
+    bad = _vault(tmp_path / "bad", 10)
+    (bad / "zz.md").write_text("---\ntitle: [unclosed\n---\n中文字\n", encoding="utf-8")
+    import_path(ws, root)
+    with pytest.raises(ImportExportError):
+        import_path(ws, bad)  # fails while its notes were being indexed ahead
+    ws.create_note("made after", "文字の本")
+    assert _fts_hits(ws, "文字") == {"cjk", "made after"}
+    assert _fts_hits(ws, "quotes") == {"cjk"}

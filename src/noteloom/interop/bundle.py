@@ -45,6 +45,9 @@ class NoteItem:
     tags: list[str] = field(default_factory=list)
     #: Where ``body`` waits in the import's ``BodySpool`` (then ``body`` is empty).
     body_ref: tuple[int, int] | None = None
+    #: ``body`` as the keyword index sees it, worked out ahead by the reading thread (see
+    #: ``writer``); ``None`` when the writer's connection works it out itself.
+    indexed: str | None = None
 
 
 class BodySpool:

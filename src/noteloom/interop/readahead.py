@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, Protocol, TypeVar
 
 
@@ -30,8 +30,18 @@ _END = object()
 class ReadAhead(Generic[T]):
     """``with ReadAhead(items) as it: for x in it: …``: ``items`` is iterated in a thread."""
 
-    def __init__(self, items: Iterable[T], *, depth: int = 4, group: int = 64, group_bytes: int = 2 << 20) -> None:
+    def __init__(
+        self,
+        items: Iterable[T],
+        *,
+        depth: int = 4,
+        group: int = 64,
+        group_bytes: int = 2 << 20,
+        prepare: Callable[[T], None] | None = None,
+    ) -> None:
+        """``prepare`` is called on each item in the reading thread, before it is queued."""
         self._items = items
+        self._prepare = prepare
         self._group = group
         self._group_bytes = group_bytes
         self._queue: queue.Queue[object] = queue.Queue(maxsize=depth)
@@ -66,6 +76,8 @@ class ReadAhead(Generic[T]):
             for item in self._items:
                 if self._stop.is_set():
                     return
+                if self._prepare is not None:
+                    self._prepare(item)
                 group.append(item)
                 size += len(item.body)
                 if len(group) >= self._group or size >= self._group_bytes:

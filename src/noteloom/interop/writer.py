@@ -101,15 +101,14 @@ def write_bundle(
             _write_books(conn, bundle, plan, target, duplicates)
             _write_bundle_tags(conn, bundle, plan)
             total = bundle.expected_notes if bundle.stream is not None else len(bundle.notes)
-            inserter = _NoteInserter(conn)
-            done = 0
-            for batch in _batches(notes, bundle):
-                _plan_attachments(conn, ws, bundle, plan, duplicates)
-                _write_notes(conn, inserter, batch, bundle, plan, target, duplicates)
-                done += len(batch)
-                progress("writing", done, max(total or 0, done))
-            progress("writing", done, done)
-            inserter.close()
+            with _NoteInserter(conn) as inserter:
+                done = 0
+                for batch in _batches(notes, bundle):
+                    _plan_attachments(conn, ws, bundle, plan, duplicates)
+                    _write_notes(conn, inserter, batch, bundle, plan, target, duplicates)
+                    done += len(batch)
+                    progress("writing", done, max(total or 0, done))
+                progress("writing", done, done)
             _plan_attachments(conn, ws, bundle, plan, duplicates)  # those read after the last note
             _mend_links(conn, plan)
             _write_attachments(conn, plan)
@@ -162,8 +161,16 @@ def _notes_of(bundle: Bundle) -> Iterator[Iterator[NoteItem]]:
     if bundle.stream is None:
         yield iter(bundle.notes)
         return
-    with ReadAhead(bundle.stream, depth=READ_AHEAD, group=GROUP_NOTES, group_bytes=GROUP_BYTES) as notes:
+    with ReadAhead(
+        bundle.stream, depth=READ_AHEAD, group=GROUP_NOTES, group_bytes=GROUP_BYTES, prepare=_index_ahead
+    ) as notes:
         yield notes
+
+
+def _index_ahead(n: NoteItem) -> None:
+    """In the reading thread: the body as the keyword index sees it (``_NoteInserter``)."""
+    if not n.body.isascii():
+        n.indexed = db.index_text(n.body)
 
 
 def _batches(notes: Iterator[NoteItem], bundle: Bundle) -> Iterator[list[NoteItem]]:
@@ -375,6 +382,9 @@ def _write_notes(
                 body = _remap_links(body, remap)
             if duplicates == "new-ids" and ID_LINK.search(body):
                 plan.linking.append((nid, len(remap)))
+        if n.indexed is not None and body is n.body:
+            inserter.ready[body] = n.indexed
+        n.indexed = None
         rows.append(
             {
                 "id": nid,
@@ -451,14 +461,39 @@ class _NoteInserter:
     ``notes`` with one ``INSERT … SELECT``, so the keyword index trigger fills FTS5 in
     bulk: row by row (an ``executemany`` straight into ``notes``) FTS5 flushed its pending
     terms at every row's trigger, and indexing took 3.5 times the CPU (6.9 s instead of
-    2.0 s for 10,000 notes shaped like real vaults)."""
+    2.0 s for 10,000 notes shaped like real vaults).
+
+    The trigger calls ``db.index_text`` on every body, in Python, in the writing thread,
+    which is the import's busiest: on non-ASCII bodies (four notes in ten of real vaults,
+    CJK ones the costliest) a fifth of its time. While the import lasts, the connection's
+    ``noteloom_index_text`` first looks the text up in ``ready`` (bodies the reading thread
+    worked out ahead, for the current batch), and computes it as before otherwise: the
+    index gets the very same text. Leaving the ``with`` block puts the connection's own function back."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.bulk = conn.dialect.name == "sqlite"
         self.names = ""
+        #: Body -> its index text, for the rows of the batch being inserted.
+        self.ready: dict[str, str] = {}
+        self._raw: Any = conn.connection.dbapi_connection if self.bulk else None
+        if self._raw is not None:
+            self._raw.create_function(db.INDEX_TEXT_SQL, 1, self._index_text, deterministic=True)
+
+    def _index_text(self, text: Any) -> Any:
+        if isinstance(text, str) and not text.isascii():
+            done = self.ready.get(text)
+            if done is not None:
+                return done
+        return db.index_text(text)
 
     def insert(self, rows: list[dict[str, Any]]) -> None:
+        try:
+            self._insert(rows)
+        finally:
+            self.ready.clear()
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
         if not self.bulk:
             self.conn.execute(db.notes.insert(), rows)
             return
@@ -474,11 +509,27 @@ class _NoteInserter:
         self.conn.exec_driver_sql(f"INSERT INTO notes ({names}) SELECT {names} FROM temp.{_BATCH}")
         self.conn.exec_driver_sql(f"DELETE FROM temp.{_BATCH}")
 
-    def close(self) -> None:
-        """Drop the temporary table (in the transaction: a rollback drops it as well)."""
-        if self.names:
-            self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{_BATCH}")
+    def __enter__(self) -> _NoteInserter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_rest: object) -> None:
+        """Give the connection its own index function back, whatever happened; after a
+        success, drop the temporary table (a rollback drops it as well)."""
+        try:
+            if exc_type is None and self.names:
+                self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{_BATCH}")
+        finally:
             self.names = ""
+            raw, self._raw = self._raw, None
+            if raw is not None:
+                try:
+                    raw.create_function(db.INDEX_TEXT_SQL, 1, db.index_text, deterministic=True)
+                except Exception:
+                    # SQLite refuses while a statement of the failed write is unfinished:
+                    # then the connection is not given back to the pool at all.
+                    self.conn.invalidate()
+                    if exc_type is None:
+                        raise
 
 
 def _remap_links(body: str, remap: dict[str, str]) -> str:
