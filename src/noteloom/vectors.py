@@ -325,8 +325,9 @@ class NumpyVectorStore:
 #: and at least this many per neighbour asked for.
 _SHORTLIST_MIN = 2048
 _SHORTLIST_PER_K = 8
-#: The int8 pass keeps this many per neighbour asked for (and 32 more) to be scored exactly.
-_EXACT_PER_K = 2
+#: An index of up to this many chunks also keeps its float32 vectors in the copy (48 MB at
+#: 384 dimensions), so its scores are exact; a larger one scores with the int8 codes.
+_EXACT_MAX = 32_768
 
 
 class _Rows:
@@ -336,6 +337,7 @@ class _Rows:
     unit vector, to about 1/254 per component); and its sign bits, 64 to a word, stored
     word-major (``bits[w]`` holds word ``w`` of every row) so the Hamming pass reads
     contiguous memory. 437 bytes a chunk at 384 dimensions, against 1,536 as float32.
+    While there are at most ``_EXACT_MAX`` rows, ``exact`` holds the float32 vectors too.
     """
 
     def __init__(self, dims: int) -> None:
@@ -348,26 +350,35 @@ class _Rows:
         self.codes = np.zeros((0, dims), dtype=np.int8)
         self.scales = np.zeros(0, dtype=np.float32)
         self.bits = np.zeros((self.words, 0), dtype=np.uint64)
+        self.exact: Any = np.zeros((0, dims), dtype=np.float32)
 
-    def append(self, ids: Any, unit: Any) -> None:
-        """Add rows: ascending ids above every id held, and their unit vectors (float32)."""
+    def append(self, ids: Any, unit: Any, expected: int = 0) -> None:
+        """Add rows: ascending ids above every id held, and their unit vectors (float32).
+        ``expected`` is how many rows there will be in all, when known (room for them is
+        made at once, not by growing by half)."""
         import numpy as np
 
         m = len(ids)
         if self.n + m > len(self.ids):
-            cap = max(self.n + m, len(self.ids) * 3 // 2, 1024)
+            cap = max(self.n + m, expected, len(self.ids) * 3 // 2, 1024)
             self.ids = _grown(self.ids, cap, self.n)
             self.codes = _grown(self.codes, cap, self.n)
             self.scales = _grown(self.scales, cap, self.n)
             bits = np.zeros((self.words, cap), dtype=np.uint64)
             bits[:, : self.n] = self.bits[:, : self.n]
             self.bits = bits
+            if self.exact is not None:
+                self.exact = _grown(self.exact, cap, self.n)
         end = self.n + m
+        if end > _EXACT_MAX:
+            self.exact = None
         self.ids[self.n : end] = ids
         peak = np.maximum(np.abs(unit).max(axis=1), 1e-12)
         self.scales[self.n : end] = peak / 127.0
         self.codes[self.n : end] = np.rint(unit * (127.0 / peak)[:, None])
         self.bits[:, self.n : end] = _sign_words(unit, self.words).T
+        if self.exact is not None:
+            self.exact[self.n : end] = unit
         self.n = end
 
     def kept(self, keep: Any) -> _Rows:
@@ -379,6 +390,7 @@ class _Rows:
         out.codes = self.codes[: self.n][keep]
         out.scales = self.scales[: self.n][keep]
         out.bits = self.bits[:, : self.n][:, keep]
+        out.exact = None if self.exact is None else self.exact[: self.n][keep]
         return out
 
 
@@ -401,21 +413,20 @@ def _sign_words(unit: Any, words: int) -> Any:
 
 
 class _Mirror:
-    """An in-memory, compressed copy of the SQLite vector table, searched in three passes
-    whose last is exact.
+    """An in-memory, compressed copy of the SQLite vector table, searched in two passes.
 
     sqlite-vec 0.1.9 answers a k-NN query by reading every vector from the table: about
-    47 ms at 100,000 chunks of 384 floats here. A float32 copy answered in 4 ms but held
-    1.5 KB a chunk (0.75 GB at 500,000 chunks, what 100,000 long-tailed notes make), and a
+    47 ms at 100,000 chunks of 384 floats here, and one vector read by its id costs ~0.8 ms
+    (it reads the 1,024-vector block holding it). A float32 copy answered in 4 ms but held
+    1.5 KB a chunk (0.9 GB at the 630,000 chunks 100,000 long-tailed notes make), and a
     matrix-vector product over it costs ~16 ms of CPU per 100,000 chunks. So the copy keeps
     int8 codes and sign bits instead (:class:`_Rows`, 437 bytes a chunk), and a query
-    (1) ranks the chunks by the Hamming distance of their sign bits to the query's
-    (~1.4 ms of CPU per 100,000 chunks) and keeps a shortlist (``_SHORTLIST_*``); (2) scores
-    the shortlist with the int8 codes and keeps the best few (``_EXACT_PER_K``); (3) reads
-    those few vectors from the table and ranks them by their exact cosine. Scores are
-    exact; the ranking misses a true neighbour only when the sign bits put it outside the
-    shortlist (tests/test_hybrid_quantised.py states the tolerance; an index of up to
-    ``_SHORTLIST_MIN`` chunks is always exact).
+    (1) ranks the chunks by the Hamming distance of their sign bits to the query's and
+    keeps a shortlist (``_SHORTLIST_*``); (2) scores the shortlist with the int8 codes
+    (within ~0.005 of the exact cosine) and ranks by that. An index of up to
+    ``_EXACT_MAX`` chunks keeps its float32 vectors as well and scores exactly. The ranking
+    misses a true neighbour only when the sign bits put it outside the shortlist
+    (tests/test_hybrid_quantised.py states the tolerance).
 
     The table stays the one store (written in the index's transactions, readable by any
     SQLite client with the extension).
@@ -465,16 +476,20 @@ class _Mirror:
         shortlist = max(_SHORTLIST_MIN, _SHORTLIST_PER_K * k)
         if count > shortlist:
             picked = _closest_signs(rows, _sign_words(q[None, :], rows.words)[0], picked, shortlist)
-        exact = max(_EXACT_PER_K * k, k + 32)
         if picked is None:
             picked = np.arange(n)
-        if len(picked) > exact:
-            # einsum rather than a BLAS product: BLAS threads spin on a product this small
-            # (measured 8 ms of CPU for 2,048 rows, against 0.9 ms).
-            approx = np.einsum("ij,j->i", rows.codes[picked], q, dtype=np.float32, casting="unsafe")
-            approx *= rows.scales[picked]
-            picked = picked[np.argpartition(-approx, exact - 1)[:exact]]
-        return _exact_best(conn, ids[picked], q, k)
+        # einsum rather than a BLAS product: BLAS threads spin on a product this small
+        # (measured 8 ms of CPU for 2,048 rows, against 0.9 ms).
+        exact = rows.exact
+        if exact is not None:
+            scores = np.einsum("ij,j->i", exact[picked], q)
+        else:
+            scores = np.einsum("ij,j->i", rows.codes[picked], q, dtype=np.float32, casting="unsafe")
+            scores *= rows.scales[picked]
+        k = min(k, len(picked))
+        top = np.sort(np.argpartition(-scores, k - 1)[:k])  # equal scores: the older chunk first
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(ids[picked[i]]), float(scores[i])) for i in top]
 
     def _refresh(self, conn: Connection) -> _Rows | None:
         """The in-memory copy, brought up to date with the table.
@@ -500,19 +515,23 @@ class _Mirror:
                 f"SELECT chunk_id, embedding FROM {VECTORS} WHERE chunk_id > ? ORDER BY chunk_id",
                 (self._max_id,),
             )
+            # Counted on the chunks' note index: far cheaper than the table of blobs.
+            count = conn.execute(sa.select(sa.func.count(chunks.c.note_id))).scalar_one()
+            read = 0
             while batch := result.fetchmany(_REFRESH_BATCH):
+                read += len(batch)
                 dims = len(batch[0][1]) // 4
                 new_ids = np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch))
                 new = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), dims)
                 new = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
                 if self._rows is None or self._rows.dims != dims:
                     self._rows = _Rows(dims)
-                self._rows.append(new_ids, new.astype(np.float32))
+                self._rows.append(new_ids, new.astype(np.float32), count)
                 self._max_id = int(new_ids[-1])
+            if read > _REFRESH_BATCH:
+                _return_freed_memory()
             if self._rows is None:
                 return None
-            # Counted on the chunks' note index: far cheaper than the table of blobs.
-            count = conn.execute(sa.select(sa.func.count(chunks.c.note_id))).scalar_one()
             if count != self._rows.n:
                 live = np.fromiter(conn.execute(sa.select(chunks.c.id)).scalars(), dtype=np.int64)
                 self._rows = self._rows.kept(np.isin(self._rows.ids[: self._rows.n], live))
@@ -522,6 +541,17 @@ class _Mirror:
 
 #: Vectors read from the table at a time when the mirror catches up.
 _REFRESH_BATCH = 8192
+
+
+def _return_freed_memory() -> None:
+    """Give the memory freed after reading many vectors back to the system (glibc keeps
+    it otherwise: measured 1,065 MB anonymous after loading 630,000 vectors, 568 MB after)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
 def _closest_signs(rows: _Rows, qbits: Any, picked: Any, shortlist: int) -> Any:
@@ -539,29 +569,6 @@ def _closest_signs(rows: _Rows, qbits: Any, picked: Any, shortlist: int) -> Any:
     cut = int(np.searchsorted(below, shortlist))
     near = np.flatnonzero(dist <= cut)
     return near if picked is None else picked[near]
-
-
-def _exact_best(conn: Connection, ids: Any, q: Any, k: int) -> list[tuple[int, float]]:
-    """The ``k`` of chunk ``ids`` closest to the unit vector ``q`` by the exact cosine of
-    their stored vectors, best first (ids no longer in the table drop out)."""
-    import numpy as np
-
-    wanted = sorted(int(i) for i in ids)
-    found: list[tuple[int, bytes]] = []
-    for start in range(0, len(wanted), 500):
-        part = wanted[start : start + 500]
-        marks = ", ".join("?" * len(part))
-        found += conn.exec_driver_sql(
-            f"SELECT chunk_id, embedding FROM {VECTORS} WHERE chunk_id IN ({marks})", tuple(part)
-        ).all()
-    if not found:
-        return []
-    dims = len(q)
-    found = [(cid, blob) for cid, blob in found if len(blob) == 4 * dims]
-    matrix = np.frombuffer(b"".join(blob for _, blob in found), dtype=np.float32).reshape(len(found), dims)
-    scores = np.einsum("ij,j->i", matrix, q) / np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
-    order = np.argsort(-scores, kind="stable")[:k]
-    return [(int(found[i][0]), float(scores[i])) for i in order]
 
 
 def _numpy_available() -> bool:
