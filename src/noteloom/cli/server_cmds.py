@@ -54,10 +54,11 @@ def register(app: typer.Typer) -> None:
         from noteloom.semantic import index_worker
         from noteloom.web.app import create_web_app
         from noteloom.web.listen import listen_sockets
-        from noteloom.web.server import raise_fd_limit, serve
+        from noteloom.web.server import raise_fd_limit, return_freed_memory, serve
         from noteloom.web.workers import Supervisor
 
         raise_fd_limit()  # before anything is opened; the workers inherit it
+        return_freed_memory()
         with opened(home) as a:
             settings = load_settings(data_dir=home, host=host, port=port)
             token = access_token(a)

@@ -93,6 +93,30 @@ def raise_fd_limit() -> int | None:
     return soft
 
 
+#: Allocations at least this large get pages of their own, given back to the system when freed.
+MMAP_THRESHOLD = 128 * 1024
+
+
+def return_freed_memory() -> bool:
+    """Have glibc give large freed blocks back to the system (whether it could be told).
+
+    glibc raises its mmap threshold each time a large block is freed, up to 32 MB, so later
+    large blocks come from the heap, which it seldom shrinks. Loading the vectors of 630,000
+    chunks at 100,000 notes (passing batches, growing arrays) left a server at 1.45 GB of
+    anonymous memory for 0.5 GB in use; with the threshold fixed here it stayed at 0.48 GB.
+    """
+    import ctypes
+    import ctypes.util
+
+    m_mmap_threshold = -3
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
+        return False
+    return bool(mallopt(m_mmap_threshold, MMAP_THRESHOLD))
+
+
 def connection_cap(limits: ServerLimits, fd_limit: int | None) -> int:
     """``max_connections``, lowered so connections can never use up the open-files limit."""
     if fd_limit is None:

@@ -51,8 +51,9 @@ def _worker_main(
     sock: socket.socket, app: str, options: dict[str, Any], limits: ServerLimits, parent: int,
     env: dict[str, str],
 ) -> None:  # pragma: no cover - child
-    from noteloom.web.server import serve
+    from noteloom.web.server import return_freed_memory, serve
 
+    return_freed_memory()
     # The kernel sends SIGTERM when the supervisor dies, even by SIGKILL, so no worker keeps
     # serving (and holding the workspace's locks) without it.
     tie_to_parent(parent)
