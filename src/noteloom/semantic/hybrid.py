@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from noteloom.errors import InvalidInput
 from noteloom.query import Query, parse_query
 from noteloom.semantic.index import ChunkHit, Relevance, SemanticIndex
+from noteloom.vectors import read_meta
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -117,12 +118,16 @@ def hybrid_search(
     and that mean nothing close to any note find nothing. In hybrid mode a keyword-shaped
     query none of whose words any allowed note holds finds nothing, without embedding it.
 
-    Hybrid fuses the two rankings (:func:`fuse`). ``conn`` runs the keyword arm in
-    the caller's read transaction.
+    Hybrid fuses the two rankings (:func:`fuse`). ``conn`` runs both arms in the
+    caller's read transaction.
     """
     from noteloom.search import notes_allowed, search_notes
 
-    built = index is not None and index.is_built()
+    if index is None or conn is None:
+        built = index is not None and index.is_built()
+    else:
+        meta = read_meta(conn)
+        built = meta is not None and meta.model == index.model
     if mode is None:
         mode = "hybrid" if built else "keyword"
     if mode != "keyword" and index is None:
@@ -157,6 +162,7 @@ def hybrid_search(
         relevance=SEMANTIC_FLOOR if mode == "semantic" else FLOOR_BY_SHAPE[shape],
         one_per_note=True,
         notes=allowed,
+        conn=conn,
     )
     semantic = [_from_chunk(h) for h in sem.hits]
     if mode == "semantic":

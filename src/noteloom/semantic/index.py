@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -572,28 +572,32 @@ class SemanticIndex:
         relevance: Relevance = "normal",
         one_per_note: bool = False,
         notes: sa.Select[Any] | None = None,
+        conn: Connection | None = None,
     ) -> SemanticResult:
         """Chunks closest in meaning to ``query``, best first, above the relevance threshold.
 
         ``notes`` (a select of note ids, as :func:`noteloom.search.notes_allowed` gives)
         keeps the search within those notes, as ``notebook_ids`` and ``tag`` do. When the
         filters allow nothing, the model is not asked; a query asked before is not
-        embedded again (:meth:`query_vector`)."""
+        embedded again (:meth:`query_vector`). ``conn`` runs it in the caller's read
+        transaction."""
         if relevance not in self.thresholds:
             raise InvalidInput(f"relevance {relevance!r} is not one of strict, normal, loose")
         if not query.strip():
             raise InvalidInput("the query is empty; say what to look for")
         floor = self.thresholds[relevance]
         candidates = _candidates(notebook_ids, tag, notes)
-        with db.read_tx(self.engine) as conn:
+        given = conn
+        with self._reading(given) as conn:
             meta = read_meta(conn)
             pending = self._pending(conn, meta)
             if meta is None or meta.model != self.model or limit <= 0:
                 return SemanticResult([], pending)
-            if candidates is not None and conn.execute(candidates.limit(1)).first() is None:
+            # Probed on the notes: on the chunks, SQLite reads every allowed note first.
+            if candidates is not None and conn.execute(_allowed(notebook_ids, tag, notes).limit(1)).first() is None:
                 return SemanticResult([], pending)
         vector = self.query_vector(query)
-        with db.read_tx(self.engine) as conn:
+        with self._reading(given) as conn:
             k = limit * (8 if one_per_note else 2) + 16
             found: list[tuple[int, float]] | None = None
             if candidates is not None and self.store.backend != "pgvector":
@@ -615,6 +619,9 @@ class SemanticIndex:
                     best.append(h)
             hits = best
         return SemanticResult(hits[:limit], pending)
+
+    def _reading(self, conn: Connection | None) -> AbstractContextManager[Connection]:
+        return db.read_tx(self.engine) if conn is None else nullcontext(conn)
 
     def query_vector(self, text: str) -> tuple[float, ...]:
         """The embedding of the search query ``text``. The last ``QUERY_CACHE_SIZE`` queries'
@@ -705,9 +712,14 @@ def _allowed_notes(
     alone, so it reads them by key rather than every note it allows."""
     if not note_ids:
         return set()
+    q = _allowed(notebook_ids, tag, notes).where(db.notes.c.id.in_(list(note_ids)))
+    return {str(nid) for nid in conn.execute(q).scalars()}
+
+
+def _allowed(notebook_ids: Collection[str] | None, tag: str | None, notes: sa.Select[Any] | None) -> sa.Select[Any]:
+    """The ids of the live notes the filters allow, as a select."""
     n = db.notes
     q = notes if notes is not None else sa.select(n.c.id).where(n.c.deleted_time.is_(None))
-    q = q.where(n.c.id.in_(list(note_ids)))
     if notebook_ids is not None:
         q = q.where(n.c.notebook_id.in_(list(notebook_ids)))
     if tag:
@@ -717,7 +729,7 @@ def _allowed_notes(
             .where(db.tags.c.title_key == tag.strip().lower())
         )
         q = q.where(n.c.id.in_(tagged))
-    return {str(nid) for nid in conn.execute(q).scalars()}
+    return q
 
 
 def _best_per_note(found: Sequence[tuple[int, float]], note_of: dict[int, str]) -> list[tuple[int, float]]:
