@@ -307,7 +307,7 @@ async def official_client(served: Served, queries: Sequence[str], mode: str | No
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=120)
     latencies: list[float] = []
     errors = max_hits = 0
-    async with Client(streamable_http_client(served.mcp_url, http_client=http), mode="legacy") as client:  # type: ignore[arg-type]
+    async with Client(streamable_http_client(served.mcp_url, http_client=http), mode="legacy") as client:
         cpu = -served.cpu()
         for q in queries:
             t0 = time.perf_counter()
@@ -426,8 +426,10 @@ async def many_clients(
         return time.perf_counter() - started
 
     results = await asyncio.gather(clock(), *(worker() for _ in range(clients)))
+    elapsed = results[0]
+    assert elapsed is not None
     return Throughput(
-        clients, calls, float(results[0]), percentile(latencies, 0.5), percentile(latencies, 0.95),
+        clients, calls, elapsed, percentile(latencies, 0.5), percentile(latencies, 0.95),
         errors, cpu[1] - cpu[0],
     )
 
