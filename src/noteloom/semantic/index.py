@@ -723,13 +723,18 @@ def _allowed(notebook_ids: Collection[str] | None, tag: str | None, notes: sa.Se
     if notebook_ids is not None:
         q = q.where(n.c.notebook_id.in_(list(notebook_ids)))
     if tag:
-        tagged = (
-            sa.select(db.note_tags.c.note_id)
-            .select_from(db.note_tags.join(db.tags, db.tags.c.id == db.note_tags.c.tag_id))
-            .where(db.tags.c.title_key == tag.strip().lower())
-        )
+        tagged = _tagged(tag)
         q = q.where(n.c.id.in_(tagged))
     return q
+
+
+def _tagged(tag: str) -> sa.Select[Any]:
+    """The ids of the notes that carry ``tag`` (by its folded title), as a select."""
+    return (
+        sa.select(db.note_tags.c.note_id)
+        .select_from(db.note_tags.join(db.tags, db.tags.c.id == db.note_tags.c.tag_id))
+        .where(db.tags.c.title_key == tag.strip().lower())
+    )
 
 
 def _best_per_note(found: Sequence[tuple[int, float]], note_of: dict[int, str]) -> list[tuple[int, float]]:
@@ -760,11 +765,7 @@ def _candidates(
     if notebook_ids is not None:
         q = q.where(n.c.notebook_id.in_(list(notebook_ids)))
     if tag:
-        tagged = (
-            sa.select(db.note_tags.c.note_id)
-            .select_from(db.note_tags.join(db.tags, db.tags.c.id == db.note_tags.c.tag_id))
-            .where(db.tags.c.title_key == tag.strip().lower())
-        )
+        tagged = _tagged(tag)
         q = q.where(chunks.c.note_id.in_(tagged))
     return q
 
