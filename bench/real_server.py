@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.bench_mcp import Connection
 from bench.real_cache import BenchError
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -324,38 +325,6 @@ async def official_client(served: Served, queries: Sequence[str], mode: str | No
         cpu += served.cpu()
     await http.aclose()
     return Latency(len(latencies), percentile(latencies, 0.5), percentile(latencies, 0.95), max_hits, errors, cpu)
-
-
-class Connection:
-    """A minimal HTTP/1.1 keep-alive JSON-RPC client (the load generator must be cheap)."""
-
-    def __init__(self, port: int, token: str) -> None:
-        self.port, self.token = port, token
-
-    async def open(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-
-    async def post(self, body: bytes) -> tuple[int, bytes]:
-        head = (
-            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nAuthorization: Bearer {self.token}\r\n"
-            f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        self.writer.write(head + body)
-        status = int((await self.reader.readline()).split()[1])
-        length = 0
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b""):
-                break
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value.strip())
-        return status, await self.reader.readexactly(length)
-
-    async def close(self) -> None:
-        self.writer.close()
-        await self.writer.wait_closed()
 
 
 @dataclass(frozen=True)
