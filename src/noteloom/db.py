@@ -345,23 +345,34 @@ def sqlite_vec_available(engine: Engine) -> bool:
     return True
 
 
-_REVISION_LINE = re.compile(r"""^(down_revision|revision)(?:\s*:\s*[\w\[\], |]+)?\s*=\s*(?:["']([^"']+)["']|(None))\s*$""",
-                            re.MULTILINE)
+# ``revision = "…"`` and ``down_revision = "…" | None | ("…", "…", …)`` (a merge), as the
+# scripts write them; a type annotation before ``=`` is allowed.
+_REVISION_LINE = re.compile(
+    r"""^(down_revision|revision)(?:\s*:\s*[\w\[\], |]+)?\s*=\s*"""
+    r"""(?:["']([^"']+)["']|(None)|\(([^()]*)\))\s*$""",
+    re.MULTILINE,
+)
+_QUOTED = re.compile(r"""["']([^"']+)["']""")
+_SEPARATORS = re.compile(r"[\s,]*")
 
 
 def migration_heads() -> set[str] | None:
-    """The newest revision of every migration branch, read from the scripts' own
-    ``revision = "…"`` / ``down_revision = "…"`` lines without importing Alembic; ``None``
-    when a script is written some other way (a merge, a tuple): then Alembic decides."""
+    """The newest revision of every migration branch (one, the ``head``, since the branches
+    were merged), read from the scripts' own ``revision`` / ``down_revision`` lines without
+    importing Alembic; ``None`` when a script is written some other way: then Alembic decides."""
     revisions: set[str] = set()
     parents: set[str] = set()
     for script in Path(__file__).with_name("migrations").joinpath("versions").glob("*.py"):
-        found = {m.group(1): m.group(2) or None for m in _REVISION_LINE.finditer(script.read_text(encoding="utf-8"))}
-        if "revision" not in found or found["revision"] is None or "down_revision" not in found:
+        found: dict[str, list[str]] = {}
+        for m in _REVISION_LINE.finditer(script.read_text(encoding="utf-8")):
+            name, single, _none, many = m.groups()
+            if many is not None and not _SEPARATORS.fullmatch(_QUOTED.sub("", many)):
+                return None
+            found[name] = [single] if single else _QUOTED.findall(many) if many else []
+        if len(found.get("revision", ())) != 1 or "down_revision" not in found:
             return None
-        revisions.add(found["revision"])
-        if found["down_revision"] is not None:
-            parents.add(found["down_revision"])
+        revisions.update(found["revision"])
+        parents.update(found["down_revision"])
     return revisions - parents if revisions else None
 
 
@@ -379,8 +390,8 @@ def _at_heads(engine: Engine) -> bool:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema up to the newest migration of every branch (features own their own
-    migration branches off 0001, so independent features need no shared ordering).
+    """Bring the schema up to the migrations' single head (docs/schema.md: each new
+    migration revises the head of before, so there is one order for every database).
 
     A database at every head already is left alone without importing Alembic: that costs
     a few hundred milliseconds of CPU every command would pay."""
@@ -394,7 +405,7 @@ def migrate(engine: Engine) -> None:
     try:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "heads")
+            command.upgrade(cfg, "head")
     except Exception as exc:  # pragma: no cover - the message is what matters
         raise StorageError(f"could not migrate the database: {exc}") from exc
 
