@@ -44,6 +44,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from noteloom import db, outline
 from noteloom.errors import InvalidInput
+from noteloom.postings import postings
 from noteloom.query import (
     CompletedFilter,
     DateFilter,
@@ -491,10 +492,20 @@ class _Plan:
         state = str(self.conn.exec_driver_sql(_INDEX_STATE).scalar_one()) if keep else ""
         if keep and (kept := _rankings.get(state, text, fetch)) is not None:
             return kept
+        if keep and not self.q.match_any and (ranked := self._from_postings(fetch)) is not None:
+            _rankings.put(state, text, fetch, ranked)
+            return ranked
         best = [(int(r.rowid), float(r.rank)) for r in self.conn.execute(_TOP, {"fts_text": text, "fetch": fetch})]
         if keep:
             _rankings.put(state, text, fetch, best)
         return best
+
+    def _from_postings(self, fetch: int) -> list[tuple[int, float]] | None:
+        """The same ranking from the phrases' postings (:mod:`noteloom.postings`), when
+        they are kept: an AND of phrases, less any negated ones, each one FTS5 phrase."""
+        return postings.best(
+            self.conn, [_fts5_term(t) for t in self.positive], [_fts5_term(t) for t in self.negative], fetch
+        )
 
     def _sqlite_page(self, required: list[ColumnElement[bool]], limit: int, offset: int) -> list[_Row]:
         if required and (found := self._sqlite_window_page(required, limit, offset)) is not None:
