@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import Connection
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,6 +48,8 @@ _K1 = 1.2
 _B = 0.75
 _WEIGHTS = "10.0, 1.0"
 
+# Nothing kept yet: an engine no connection belongs to.
+_NO_ENGINE = sa.create_engine("sqlite://")
 _AVERAGES = "SELECT block FROM notes_fts_data WHERE id = 1"
 _FEED_END = "SELECT coalesce(max(seq), 0) FROM note_changes"
 _CHANGED = (
@@ -71,6 +75,44 @@ class _Lengths:
     tokens: npt.NDArray[np.float64]  # by rowid: tokens over all columns (0: not indexed)
 
 
+class _View:
+    """A posting scored at one state of the index: each row's ``f(k1+1)/(f + k1(1 − b +
+    b·D/avgdl))``, and for a posting of a good part of the index the same by rowid (0
+    where it does not match), which answers membership by one gather."""
+
+    def __init__(self, posting: _Posting, avgdl: float, lengths: _Lengths) -> None:
+        import numpy as np
+
+        self.key = (posting.feed, avgdl)
+        self.rows = posting.rows
+        norm = _K1 * ((1 - _B) + (_B * lengths.tokens[posting.rows]) / avgdl)
+        self.term: npt.NDArray[np.float64] = (posting.freq * (_K1 + 1.0)) / (posting.freq + norm)
+        self.dense: npt.NDArray[np.float64] | None = None
+        if 4 * len(posting.rows) >= len(lengths.tokens):
+            self.dense = np.zeros(len(lengths.tokens))
+            self.dense[posting.rows] = self.term
+
+    @property
+    def size(self) -> int:
+        return len(self.rows) + (0 if self.dense is None else len(self.dense) // 2)
+
+    def lookup(
+        self, rows: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.bool_] | None, npt.NDArray[np.float64]]:
+        """Which of ``rows`` (ascending) match (``None``: all), and their terms."""
+        if self.dense is not None:
+            values = self.dense[rows]
+            hit = values > 0.0
+        else:
+            import numpy as np
+
+            at = np.searchsorted(self.rows, rows)
+            at[at == len(self.rows)] = 0
+            hit = self.rows[at] == rows if len(self.rows) else np.zeros(len(rows), dtype=bool)
+            values = self.term[at] if len(self.rows) else np.zeros(len(rows))
+        return (None if hit.all() else hit), values
+
+
 class _Stale(Exception):
     """The kept state cannot be brought to the reader's snapshot."""
 
@@ -80,17 +122,19 @@ class Postings:
     averages replace them all). Counts what it read from FTS5 and what it scored, for
     tests and benchmarks to see the work done."""
 
-    #: Posting rows kept in all (12 bytes each), least recently used first out.
-    BUDGET = 4_000_000
+    #: Posting rows kept in all (about 24 bytes each with their scores), least recently
+    #: used first out.
+    BUDGET = 2_000_000
     #: Changed notes a posting is brought forward by; more, and everything is read again.
     REFRESH_LIMIT = 512
 
     def __init__(self) -> None:
         self.enabled = False
         self._lock = threading.Lock()
-        self._db = ""
+        self._db: weakref.ref[Engine] = weakref.ref(_NO_ENGINE)
         self._feed, self._averages = -1, b""
         self._lists: OrderedDict[str, _Posting] = OrderedDict()
+        self._views: dict[str, _View] = {}
         self._size = 0
         self._lengths: _Lengths | None = None
         #: Rows FTS5 scored to read or refresh postings; rows scored from postings.
@@ -100,6 +144,7 @@ class Postings:
     def clear(self) -> None:
         with self._lock:
             self._lists.clear()
+            self._views.clear()
             self._size = 0
             self._lengths = None
             self._feed = -1
@@ -129,21 +174,31 @@ class Postings:
             lists = [self._posting(conn, p, feed, n_rows, avgdl, lengths) for p in (*positive, *negative)]
         except _Stale:
             return None
-        pos, neg = lists[: len(positive)], lists[len(positive) :]
-        # The intersection, from the shortest posting.
-        cand = min(pos, key=lambda p: len(p.rows)).rows
-        for p in pos:
-            cand = cand[_members(p.rows, cand)]
-        for p in neg:
-            cand = cand[~_members(p.rows, cand)]
+        views = [self._view(p, t, feed, avgdl, lengths) for p, t in zip(lists, (*positive, *negative), strict=True)]
+        pos, neg = views[: len(positive)], views[len(positive) :]
+        # The intersection, from the shortest posting; each phrase's F of each row kept.
+        first = min(range(len(pos)), key=lambda i: len(pos[i].rows))
+        cand = pos[first].rows
+        terms: dict[int, npt.NDArray[np.float64]] = {first: pos[first].term}
+        for i in sorted(range(len(pos)), key=lambda i: len(pos[i].rows)):
+            if i in terms:
+                continue
+            hit, values = pos[i].lookup(cand)
+            if hit is not None:
+                cand, values = cand[hit], values[hit]
+                terms = {k: v[hit] for k, v in terms.items()}
+            terms[i] = values
+        for view in neg:
+            hit, _ = view.lookup(cand)
+            keep = np.zeros(len(cand), dtype=bool) if hit is None else ~hit
+            if not keep.all():
+                cand = cand[keep]
+                terms = {k: v[keep] for k, v in terms.items()}
         if not len(cand):
             return []
-        d = lengths.tokens[cand]
-        norm = _K1 * ((1 - _B) + (_B * d) / avgdl)
         score = np.zeros(len(cand))
-        for p in pos:
-            f = p.freq[np.searchsorted(p.rows, cand)]
-            score += _idf(n_rows, len(p.rows)) * ((f * (_K1 + 1.0)) / (f + norm))
+        for i, view in enumerate(pos):  # in the query's order, as FTS5 adds them up
+            score += _idf(n_rows, len(view.rows)) * terms[i]
         rank = -1.0 * score
         with self._lock:
             self.scored_rows += len(cand)
@@ -158,11 +213,11 @@ class Postings:
     def _adopt(self, conn: Connection, feed: int, averages: bytes) -> None:
         """Drop everything kept for another database, or when the index changed with no
         row in the feed to say so."""
-        name = str(conn.engine.url)
         with self._lock:
-            if name != self._db or (feed == self._feed and averages != self._averages):
-                self._db = name
+            if self._db() is not conn.engine or (feed == self._feed and averages != self._averages):
+                self._db = weakref.ref(conn.engine)
                 self._lists.clear()
+                self._views.clear()
                 self._size = 0
                 self._lengths = None
                 self._feed = -1
@@ -178,6 +233,17 @@ class Postings:
             self.clear()  # purged notes leave no rowid to follow: read everything again
             raise _Stale
         return sorted({int(r.seq) for r in rows})
+
+    def _view(self, posting: _Posting, text: str, feed: int, avgdl: float, lengths: _Lengths) -> _View:
+        with self._lock:
+            kept = self._views.get(text)
+        if kept is not None and kept.key == (posting.feed, avgdl) and kept.rows is posting.rows:
+            return kept
+        made = _View(posting, avgdl, lengths)
+        with self._lock:
+            if text in self._lists:
+                self._views[text] = made
+        return made
 
     def _lengths_at(self, conn: Connection, feed: int) -> _Lengths:
         import numpy as np
@@ -243,8 +309,11 @@ class Postings:
                 self._size -= len(old.rows)
             self._lists[text] = made
             self._size += len(rows)
+            self._views.pop(text, None)
             while self._size > self.BUDGET and len(self._lists) > 1:
-                self._size -= len(self._lists.popitem(last=False)[1].rows)
+                out, evicted = self._lists.popitem(last=False)
+                self._size -= len(evicted.rows)
+                self._views.pop(out, None)
         return made
 
     def _read(
