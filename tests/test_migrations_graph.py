@@ -87,3 +87,21 @@ def test_each_migration_is_numbered_once_and_named_for_its_revision(script: Scri
 def test_the_start_up_check_reads_the_head_alembic_reads(script: ScriptDirectory) -> None:
     # db.migrate skips importing Alembic when the database is at these: they must be Alembic's.
     assert db.migration_heads() == set(script.get_heads())
+
+
+def _script(folder: Path, name: str, text: str) -> None:
+    (folder / name).write_text(text, encoding="utf-8")
+
+
+def test_the_start_up_check_reads_merges_and_gives_up_on_what_it_cannot_read(tmp_path: Path) -> None:
+    _script(tmp_path, "0001_a.py", 'revision = "0001"\ndown_revision = None\n')
+    _script(tmp_path, "0002_b.py", 'revision: str = "0002_b"\ndown_revision: str | None = "0001"\n')
+    _script(tmp_path, "0003_c.py", "revision = '0003'\ndown_revision = '0001'\n")
+    assert db.migration_heads(tmp_path) == {"0002_b", "0003"}
+    _script(tmp_path, "0004_merge.py", 'revision = "0004"\ndown_revision = (\n    "0002_b",\n    "0003",\n)\n')
+    assert db.migration_heads(tmp_path) == {"0004"}
+    # Anything else is left to Alembic, which reads the scripts as Python.
+    _script(tmp_path, "0005_d.py", 'revision = "0005"\ndown_revision = ("0004", PARENT)\n')
+    assert db.migration_heads(tmp_path) is None
+    _script(tmp_path, "0005_d.py", 'revision = "0005"\ndown_revision = PREVIOUS\n')
+    assert db.migration_heads(tmp_path) is None

@@ -172,6 +172,21 @@ def test_partial_indexes_have_the_models_predicate(engine: Engine) -> None:
     assert partial >= 2  # ix_notes_trashed, ix_notes_live_recent
 
 
+def test_primary_keys_are_the_models(engine: Engine) -> None:
+    """compare_metadata does not compare primary keys, nor SQLite's AUTOINCREMENT (chunk ids
+    are never reused, which the in-memory vector copy relies on)."""
+    db.migrate(engine)
+    inspector = sa.inspect(engine)
+    for table in db.metadata.sorted_tables:
+        pk = inspector.get_pk_constraint(table.name)["constrained_columns"]
+        assert pk == [c.name for c in table.primary_key.columns], table.name
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            for table in db.metadata.sorted_tables:
+                sql = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = ?", (table.name,)).scalar()
+                assert ("AUTOINCREMENT" in str(sql).upper()) == table.dialect_options["sqlite"]["autoincrement"], table.name
+
+
 def _at_old_heads(engine: Engine, heads: tuple[str, ...]) -> None:
     """What ``upgrade heads`` left before the merge: each branch up to its newest migration."""
     for head in heads:

@@ -360,13 +360,13 @@ _QUOTED = re.compile(r"""["']([^"']+)["']""")
 _SEPARATORS = re.compile(r"[\s,]*")
 
 
-def migration_heads() -> set[str] | None:
+def migration_heads(versions: Path | None = None) -> set[str] | None:
     """The newest revision of every migration branch (one, the ``head``, since the branches
     were merged), read from the scripts' own ``revision`` / ``down_revision`` lines without
     importing Alembic; ``None`` when a script is written some other way: then Alembic decides."""
     revisions: set[str] = set()
     parents: set[str] = set()
-    for script in Path(__file__).with_name("migrations").joinpath("versions").glob("*.py"):
+    for script in (versions or Path(__file__).with_name("migrations") / "versions").glob("*.py"):
         found: dict[str, list[str]] = {}
         for m in _REVISION_LINE.finditer(script.read_text(encoding="utf-8")):
             name, single, _none, many = m.groups()
