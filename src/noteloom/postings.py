@@ -30,26 +30,24 @@ import math
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Postings", "postings"]
+__all__ = ["Postings", "postings", "serving"]
 
 # fts5Bm25Function's constants, and the weights of migration 0002's rank (title, body).
 _K1 = 1.2
 _B = 0.75
 _WEIGHTS = "10.0, 1.0"
 
-# Nothing kept yet: an engine no connection belongs to.
-_NO_ENGINE = sa.create_engine("sqlite://")
 _AVERAGES = "SELECT block FROM notes_fts_data WHERE id = 1"
 _FEED_END = "SELECT coalesce(max(seq), 0) FROM note_changes"
 _CHANGED = (
@@ -131,7 +129,7 @@ class Postings:
     def __init__(self) -> None:
         self.enabled = False
         self._lock = threading.Lock()
-        self._db: weakref.ref[Engine] = weakref.ref(_NO_ENGINE)
+        self._db: weakref.ref[Engine] | None = None
         self._feed, self._averages = -1, b""
         self._lists: OrderedDict[str, _Posting] = OrderedDict()
         self._views: dict[str, _View] = {}
@@ -214,7 +212,7 @@ class Postings:
         """Drop everything kept for another database, or when the index changed with no
         row in the feed to say so."""
         with self._lock:
-            if self._db() is not conn.engine or (feed == self._feed and averages != self._averages):
+            if self._db is None or self._db() is not conn.engine or (feed == self._feed and averages != self._averages):
                 self._db = weakref.ref(conn.engine)
                 self._lists.clear()
                 self._views.clear()
@@ -393,3 +391,15 @@ def _varints(blob: bytes) -> list[int]:
 
 
 postings = Postings()
+
+
+@contextmanager
+def serving() -> Iterator[None]:
+    """Keep postings while a long-running process serves searches. One-shot commands rank
+    with FTS5: reading a posting costs about what ranking its phrase once does."""
+    was = postings.enabled
+    postings.enabled = True
+    try:
+        yield
+    finally:
+        postings.enabled = was

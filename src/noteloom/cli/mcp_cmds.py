@@ -53,6 +53,7 @@ def mcp_stdio(
     import anyio
 
     from noteloom.mcp import McpServer, configure_stderr_logging, serve_stdio
+    from noteloom.postings import serving
 
     # stdout carries the protocol alone: keep a private handle on it, then point fd 1
     # (and sys.stdout) at stderr so a stray print or a C library cannot corrupt it.
@@ -63,7 +64,8 @@ def mcp_stdio(
     with opened(home) as a:
         owner = a.workspace.ensure_owner()
         try:
-            anyio.run(serve_stdio, McpServer(a), owner, sys.stdin.buffer, protocol_out)
+            with serving():
+                anyio.run(serve_stdio, McpServer(a), owner, sys.stdin.buffer, protocol_out)
         except KeyboardInterrupt:
             pass
         finally:

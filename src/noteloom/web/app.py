@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse
 
 from noteloom import __version__
 from noteloom.app import App
+from noteloom.postings import serving
 from noteloom.web import pages
 from noteloom.web.auth import TokenAuth
 from noteloom.web.headers import SecurityHeaders
@@ -30,6 +31,7 @@ def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            stack.enter_context(serving())
             for factory in lifespans or []:
                 await stack.enter_async_context(factory(app))
             yield
