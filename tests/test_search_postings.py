@@ -177,3 +177,16 @@ def test_write_transactions_and_any_queries_are_ranked_by_fts5(ws: Workspace) ->
     assert postings.read_rows == 0
     postings.enabled = False
     assert kept_ranking(ws, "apple") is None
+
+
+def test_a_change_to_the_index_the_feed_did_not_carry_is_noticed(ws: Workspace) -> None:
+    ids = [ws.create_note(f"n{i}", "apple pear").id for i in range(6)]
+    assert kept_ranking(ws, "apple") == fts5_ranking(ws, "apple")
+    with ws.write() as c:  # a fed write, and a row put in the index behind the feed's back
+        c.exec_driver_sql("INSERT INTO notes_fts(rowid, title, body) VALUES (9999, 'apple', 'apple apple')")
+    assert kept_ranking(ws, "apple") == fts5_ranking(ws, "apple")
+    ws.update_note(ids[0], body="apple")
+    with ws.write() as c:
+        c.exec_driver_sql("INSERT INTO notes_fts(rowid, title, body) VALUES (9998, 'apple', 'pear')")
+    assert kept_ranking(ws, "apple") is None  # the lengths no longer add up: read again
+    assert kept_ranking(ws, "apple") == fts5_ranking(ws, "apple")

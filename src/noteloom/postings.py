@@ -70,7 +70,7 @@ class _Posting:
 @dataclass(frozen=True)
 class _Lengths:
     feed: int
-    tokens: npt.NDArray[np.float64]  # by rowid: tokens over all columns (0: not indexed)
+    tokens: npt.NDArray[np.float64]  # by rowid: tokens over all columns (-1: not indexed)
 
 
 class _View:
@@ -139,13 +139,15 @@ class Postings:
         self.read_rows = 0
         self.scored_rows = 0
 
-    def clear(self) -> None:
+    def clear(self, *, lengths: bool = True) -> None:
+        """Forget every posting (and the row lengths, unless ``lengths`` is false)."""
         with self._lock:
             self._lists.clear()
             self._views.clear()
             self._size = 0
-            self._lengths = None
-            self._feed = -1
+            if lengths:
+                self._lengths = None
+                self._feed = -1
 
     # -- ranking --
 
@@ -168,7 +170,7 @@ class Postings:
             if n_rows <= 0:
                 return None
             avgdl = float(tokens) / float(n_rows)
-            lengths = self._lengths_at(conn, feed)
+            lengths = self._lengths_at(conn, feed, n_rows, tokens)
             lists = [self._posting(conn, p, feed, n_rows, avgdl, lengths) for p in (*positive, *negative)]
         except _Stale:
             return None
@@ -243,7 +245,9 @@ class Postings:
                 self._views[text] = made
         return made
 
-    def _lengths_at(self, conn: Connection, feed: int) -> _Lengths:
+    def _lengths_at(self, conn: Connection, feed: int, n_rows: int, n_tokens: int) -> _Lengths:
+        """The row lengths at ``feed``; they must add up to the averages record's totals (a
+        change to the index that the feed did not carry would show there)."""
         import numpy as np
 
         with self._lock:
@@ -254,7 +258,7 @@ class Postings:
             raise _Stale  # a reader behind the kept state: FTS5 ranks for it
         if kept is None:
             top = int(conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM notes_fts_docsize").scalar_one())
-            tokens = np.zeros(top + 1)
+            tokens = np.full(top + 1, -1.0)
             for rowid, size in conn.exec_driver_sql("SELECT id, sz FROM notes_fts_docsize"):
                 tokens[rowid] = sum(_varints(size))
         else:
@@ -262,13 +266,17 @@ class Postings:
             tokens = kept.tokens
             if changed:
                 top = max(changed[-1], len(tokens) - 1)
-                tokens = np.concatenate([tokens, np.zeros(top + 1 - len(tokens))]) if top >= len(tokens) else tokens.copy()
-                tokens[changed] = 0.0
+                tokens = np.concatenate([tokens, np.full(top + 1 - len(tokens), -1.0)]) if top >= len(tokens) else tokens.copy()
+                tokens[changed] = -1.0
                 marks = ",".join("?" * len(changed))
                 for rowid, size in conn.exec_driver_sql(
                     f"SELECT id, sz FROM notes_fts_docsize WHERE id IN ({marks})", tuple(changed)
                 ):
                     tokens[rowid] = sum(_varints(size))
+        present = tokens >= 0.0
+        if int(tokens[present].sum()) != n_tokens or int(np.count_nonzero(present)) != n_rows:
+            self.clear()
+            raise _Stale
         made = _Lengths(feed, tokens)
         with self._lock:
             if self._lengths is None or self._lengths.feed <= feed:
