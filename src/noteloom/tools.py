@@ -353,14 +353,20 @@ class ToolRegistry:
 
 #: What a schema error adds, so that the model knows what to do (the same text on every surface).
 FIX_ARGUMENTS = "; fix the arguments and call it again"
-_VALIDATORS: dict[int, tuple[ToolDef, Draft202012Validator]] = {}
+_VALIDATORS: dict[int, tuple[ToolDef, Draft202012Validator, dict[tuple[Any, ...], None]]] = {}
+#: Flat argument objects found valid, kept per tool (a model repeats its calls, a client its
+#: searches): validating them costs about a tenth of a millisecond, a look-up a microsecond.
+_VALID_KEPT = 1024
+#: Longest text kept as part of such a key.
+_VALID_TEXT = 1000
 
 
-def _validator(tool: ToolDef) -> Draft202012Validator:
-    """A compiled validator per tool object (session tools are in no registry)."""
+def _validator(tool: ToolDef) -> tuple[Draft202012Validator, dict[tuple[Any, ...], None]]:
+    """A compiled validator per tool object (session tools are in no registry), and the
+    argument objects it has passed."""
     hit = _VALIDATORS.get(id(tool))
     if hit is not None and hit[0] is tool:
-        return hit[1]
+        return hit[1], hit[2]
     if len(_VALIDATORS) > 4096:
         _VALIDATORS.clear()
     # jsonschema is imported on the first call, not at start: a twentieth of a second of
@@ -368,8 +374,25 @@ def _validator(tool: ToolDef) -> Draft202012Validator:
     from jsonschema.validators import Draft202012Validator
 
     validator = Draft202012Validator(tool.input_schema)
-    _VALIDATORS[id(tool)] = (tool, validator)
-    return validator
+    passed: dict[tuple[Any, ...], None] = {}
+    _VALIDATORS[id(tool)] = (tool, validator, passed)
+    return validator, passed
+
+
+def _flat_key(args: dict[str, Any]) -> tuple[Any, ...] | None:
+    """``args`` as a key that tells apart every value a schema can tell apart (each value's
+    type with it: ``True == 1`` and ``1 == 1.0`` in Python, not in JSON Schema), or ``None``
+    when a value nests or is long."""
+    key: list[Any] = []
+    for name, value in args.items():
+        kind = type(value)
+        if kind is str:
+            if len(value) > _VALID_TEXT:
+                return None
+        elif kind not in (int, float, bool) and value is not None:
+            return None
+        key += (name, kind, value)
+    return tuple(key)
 
 
 def validate_args(tool: ToolDef, args: Any) -> dict[str, Any]:
@@ -377,6 +400,10 @@ def validate_args(tool: ToolDef, args: Any) -> dict[str, Any]:
     name = tool.name
     if not isinstance(args, dict):
         raise ToolArgumentError(f"arguments of {name} must be a JSON object, not {type(args).__name__}{FIX_ARGUMENTS}")
+    validator, passed = _validator(tool)
+    key = _flat_key(args)
+    if key is not None and key in passed:
+        return args
     # Before the schema: what no part of noteloom can hold (a lone surrogate, NaN, an
     # integer past 2**53, a NUL that PostgreSQL refuses) whichever surface or model sent
     # it, and nesting that would exhaust the validator's recursion.
@@ -384,7 +411,6 @@ def validate_args(tool: ToolDef, args: Any) -> dict[str, Any]:
     if problem is not None:
         where = f"argument {problem.path!r}: " if problem.path else ""
         raise ToolArgumentError(f"{name}: {where}{problem.message}{FIX_ARGUMENTS}")
-    validator = _validator(tool)
     from jsonschema.exceptions import best_match
 
     error = best_match(validator.iter_errors(args))
@@ -393,6 +419,10 @@ def validate_args(tool: ToolDef, args: Any) -> dict[str, Any]:
         if error.validator == "required" or not where:
             raise ToolArgumentError(f"{name}: {error.message}{FIX_ARGUMENTS}")
         raise ToolArgumentError(f"{name}: argument {where!r}: {error.message}{FIX_ARGUMENTS}")
+    if key is not None:
+        if len(passed) >= _VALID_KEPT:
+            passed.clear()
+        passed[key] = None
     return args
 
 
