@@ -54,7 +54,9 @@ def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
     api.include_router(pages.router(app))
     for name in ROUTE_MODULES:
         importlib.import_module(name).install(api, app)
-    guard = TokenAuth(api, app.workspace)
+    from noteloom.web.mcp_http import McpFirst  # a route module: imported with the others
+
+    guard = TokenAuth(McpFirst(api), app.workspace)
     api.state.auth = guard  # sign-out tells it to forget the session at once
     return SecurityHeaders(BodyLimit(guard, app.settings.limits.max_body_bytes))
 
