@@ -33,7 +33,7 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
@@ -151,11 +151,7 @@ def search_notes(
         return []
     with _reading(ws, conn) as c:
         rows = _Plan(c, q, notebook_ids).page(limit, offset)
-        # The page's bodies (when a word can anchor a snippet), notebooks and sources.
-        page = {
-            r.seq: (r.body, r.notebook, bool(r.clipped))
-            for r in (c.execute(_PAGE_BODIES if q.body_terms else _PAGE, {"seqs": [r.seq for r in rows]}) if rows else ())
-        }
+        page = _page(c, [r.seq for r in rows], bool(q.body_terms)) if rows else {}
     anchor = _anchor(q.body_terms) if q.body_terms else None
     return [_hit(r, *page.get(r.seq, ("", "", False)), anchor) for r in rows]
 
@@ -241,6 +237,25 @@ _PAGE = (
 _PAGE_BODIES = _PAGE.with_only_columns(
     _n.c.seq, _n.c.body, db.notebooks.c.title.label("notebook"), (_n.c.source_url != "").label("clipped")
 )
+
+
+# The same on SQLite, run on the driver's connection (in the same transaction): through
+# SQLAlchemy it cost 0.22 ms of CPU a search for 0.05 ms of SQLite's own work.
+_PAGE_SQL = (
+    "SELECT notes.seq, {body}, notebooks.title, notes.source_url != '' FROM notes "
+    "JOIN notebooks ON notebooks.id = notes.notebook_id WHERE notes.seq IN ({seqs})"
+)
+
+
+def _page(c: Connection, seqs: list[int], bodies: bool) -> dict[int, tuple[str, str, bool]]:
+    """For each note of a page: its body (when a word can anchor a snippet, else ``""``),
+    its notebook's title and whether it was clipped."""
+    if c.dialect.name != "sqlite":
+        found: Iterable[Any] = c.execute(_PAGE_BODIES if bodies else _PAGE, {"seqs": seqs})
+    else:
+        sql = _PAGE_SQL.format(body="notes.body" if bodies else "''", seqs=",".join("?" * len(seqs)))
+        found = c.connection.driver_connection.execute(sql, seqs).fetchall()  # type: ignore[union-attr]
+    return {r[0]: (r[1], r[2], bool(r[3])) for r in found}
 
 
 def _row(r: Any, score: float) -> _Row:
@@ -747,7 +762,7 @@ _places: OrderedDict[tuple[Any, ...], tuple[str, str | None, str | None]] = Orde
 def _hit(row: _Row, body: str, notebook: str, clipped: bool, anchor: _Anchor | None) -> SearchHit:
     snippet, section, heading = "", None, None
     if anchor is not None:
-        key = (anchor.terms, row.id, row.updated_time, len(body), hash(body))
+        key = (anchor.key, row.id, row.updated_time, len(body), hash(body))
         with _outlines_lock:
             placed = _places.get(key)
             if placed is not None:
@@ -854,6 +869,9 @@ class _Anchor:
 
     def __init__(self, terms: tuple[TextTerm, ...]) -> None:
         self.terms = terms
+        # The terms as one string, whose hash is computed once: they key the places kept
+        # (a tuple of dataclasses is hashed field by field at every look-up).
+        self.key = repr(terms)
         self.patterns = [_anchor_pattern(t) for t in terms]
 
     def find(self, body: str) -> tuple[int, int] | None:
