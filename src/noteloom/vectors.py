@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -154,6 +154,15 @@ class VectorStore(Protocol):
         """Up to ``k`` (chunk id, cosine similarity), best first; only chunks the
         ``candidates`` select (one column of chunk ids) returns, when given."""
 
+    def preload(self, conn: Connection, stop: Callable[[], bool] | None = None) -> None:
+        """Bring the in-memory copy of the vectors, if the store keeps one, up to date now
+        (a server does it at start, off the request path); gives up between batches once
+        ``stop()`` is true."""
+
+    @property
+    def ready(self) -> threading.Event:
+        """Set once searches answer from the in-memory copy (at once for a store without one)."""
+
 
 def vector_store(engine: Engine) -> VectorStore:
     """The store for ``engine``'s database."""
@@ -244,8 +253,21 @@ class SqliteVecStore:
         if not self.holds(conn):
             return []
         if _numpy_available():
-            return self._mirror.nearest(conn, query, k, candidates)
+            # While another thread loads the copy, sqlite-vec's own k-NN answers (exact,
+            # ~0.5 µs a vector) rather than the search waiting for the whole load.
+            found = self._mirror.nearest(conn, query, k, candidates, wait=False)
+            return self._knn(conn, query, k, candidates) if found is None else found
         return self._knn(conn, query, k, candidates)
+
+    def preload(self, conn: Connection, stop: Callable[[], bool] | None = None) -> None:
+        if _numpy_available() and self.holds(conn):
+            self._mirror.preload(conn, stop)
+        else:
+            self._mirror.ready.set()
+
+    @property
+    def ready(self) -> threading.Event:
+        return self._mirror.ready
 
     def _knn(
         self, conn: Connection, query: Sequence[float], k: int, candidates: sa.Select[Any] | None
@@ -318,7 +340,15 @@ class NumpyVectorStore:
     def nearest(
         self, conn: Connection, query: Sequence[float], k: int, candidates: sa.Select[Any] | None = None
     ) -> list[tuple[int, float]]:
-        return self._mirror.nearest(conn, query, k, candidates)
+        # No other copy to answer from: a search during the load waits for it.
+        return self._mirror.nearest(conn, query, k, candidates) or []
+
+    def preload(self, conn: Connection, stop: Callable[[], bool] | None = None) -> None:
+        self._mirror.preload(conn, stop)
+
+    @property
+    def ready(self) -> threading.Event:
+        return self._mirror.ready
 
 
 #: The sign-bit pass of _Mirror.nearest keeps at least this many chunks for the int8 pass,
@@ -437,19 +467,33 @@ class _Mirror:
         self._rows: _Rows | None = None
         self._max_id = 0
         self._stamp: tuple[Any, ...] | None = None
+        #: Set once the copy has been read whole (and kept set while it only catches up).
+        self.ready = threading.Event()
 
     def forget(self) -> None:
         with self._lock:
             self._rows = None
             self._max_id = 0
             self._stamp = None
+            self.ready.clear()
+
+    def preload(self, conn: Connection, stop: Callable[[], bool] | None = None) -> None:
+        """Read the copy now, in batches; give up between two once ``stop()`` is true (a
+        later refresh goes on from the last batch read)."""
+        self._refresh(conn, stop=stop)
 
     def nearest(
-        self, conn: Connection, query: Sequence[float], k: int, candidates: sa.Select[Any] | None = None
-    ) -> list[tuple[int, float]]:
+        self, conn: Connection, query: Sequence[float], k: int, candidates: sa.Select[Any] | None = None,
+        *, wait: bool = True,
+    ) -> list[tuple[int, float]] | None:
+        """The ``k`` nearest chunks by the copy; ``None``, with ``wait`` false, when another
+        thread is reading the copy for the first time (the caller answers another way)."""
         import numpy as np
 
-        rows = self._refresh(conn)
+        try:
+            rows = self._refresh(conn, wait=wait or self.ready.is_set())
+        except _Busy:
+            return None
         if rows is None or not rows.n or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32)
@@ -491,7 +535,9 @@ class _Mirror:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(ids[picked[i]]), float(scores[i])) for i in top]
 
-    def _refresh(self, conn: Connection) -> _Rows | None:
+    def _refresh(
+        self, conn: Connection, stop: Callable[[], bool] | None = None, wait: bool = True
+    ) -> _Rows | None:
         """The in-memory copy, brought up to date with the table.
 
         Every write of the index stamps ``semantic_index.updated_time``; an unchanged
@@ -503,40 +549,54 @@ class _Mirror:
         copy; the exact pass reads the table and the query joins the live chunks, so they
         never show.)
         """
+        if not self._lock.acquire(blocking=wait):
+            raise _Busy
+        try:
+            return self._refreshed(conn, stop)
+        finally:
+            self._lock.release()
+
+    def _refreshed(self, conn: Connection, stop: Callable[[], bool] | None) -> _Rows | None:
         import numpy as np
 
-        with self._lock:
-            stamp = conn.execute(sa.select(index_state.c.created_time, index_state.c.updated_time)).first()
-            if stamp is not None and tuple(stamp) == self._stamp and self._rows is not None:
-                return self._rows
-            if not _has_table(conn, VECTORS):
-                return None
-            result = conn.exec_driver_sql(
-                f"SELECT chunk_id, embedding FROM {VECTORS} WHERE chunk_id > ? ORDER BY chunk_id",
-                (self._max_id,),
-            )
-            # Counted on the chunks' note index: far cheaper than the table of blobs.
-            count = conn.execute(sa.select(sa.func.count(chunks.c.note_id))).scalar_one()
-            read = 0
-            while batch := result.fetchmany(_REFRESH_BATCH):
-                read += len(batch)
-                dims = len(batch[0][1]) // 4
-                new_ids = np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch))
-                new = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), dims)
-                new = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
-                if self._rows is None or self._rows.dims != dims:
-                    self._rows = _Rows(dims)
-                self._rows.append(new_ids, new.astype(np.float32), count)
-                self._max_id = int(new_ids[-1])
-            if read > _REFRESH_BATCH:
-                _return_freed_memory()
-            if self._rows is None:
-                return None
-            if count != self._rows.n:
-                live = np.fromiter(conn.execute(sa.select(chunks.c.id)).scalars(), dtype=np.int64)
-                self._rows = self._rows.kept(np.isin(self._rows.ids[: self._rows.n], live))
-            self._stamp = tuple(stamp) if stamp is not None else None
+        stamp = conn.execute(sa.select(index_state.c.created_time, index_state.c.updated_time)).first()
+        if stamp is not None and tuple(stamp) == self._stamp and self._rows is not None:
             return self._rows
+        if not _has_table(conn, VECTORS):
+            self.ready.set()
+            return None
+        result = conn.exec_driver_sql(
+            f"SELECT chunk_id, embedding FROM {VECTORS} WHERE chunk_id > ? ORDER BY chunk_id",
+            (self._max_id,),
+        )
+        # Counted on the chunks' note index: far cheaper than the table of blobs.
+        count = conn.execute(sa.select(sa.func.count(chunks.c.note_id))).scalar_one()
+        read = 0
+        while batch := result.fetchmany(_REFRESH_BATCH):
+            read += len(batch)
+            dims = len(batch[0][1]) // 4
+            new_ids = np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch))
+            new = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), dims)
+            new = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
+            if self._rows is None or self._rows.dims != dims:
+                self._rows = _Rows(dims)
+            self._rows.append(new_ids, new.astype(np.float32), count)
+            self._max_id = int(new_ids[-1])
+            if stop is not None and stop():
+                result.close()
+                return self._rows  # not stamped: the next refresh reads on from here
+        if read > _REFRESH_BATCH:
+            _return_freed_memory()
+        if self._rows is not None and count != self._rows.n:
+            live = np.fromiter(conn.execute(sa.select(chunks.c.id)).scalars(), dtype=np.int64)
+            self._rows = self._rows.kept(np.isin(self._rows.ids[: self._rows.n], live))
+        self._stamp = tuple(stamp) if stamp is not None else None
+        self.ready.set()
+        return self._rows
+
+
+class _Busy(Exception):
+    """Another thread holds the copy's lock for its first read."""
 
 
 #: Vectors read from the table at a time when the mirror catches up.
@@ -590,6 +650,15 @@ class PgVectorStore:
 
     def __init__(self) -> None:
         self._iterative: bool | None = None
+        self._ready = threading.Event()
+        self._ready.set()  # the server's HNSW index answers: nothing to load
+
+    def preload(self, conn: Connection, stop: Callable[[], bool] | None = None) -> None:
+        pass
+
+    @property
+    def ready(self) -> threading.Event:
+        return self._ready
 
     def available(self, conn: Connection) -> str | None:
         if conn.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'vector'").first():
