@@ -63,8 +63,8 @@ _ALL = f"SELECT rowid, bm25(notes_fts, {_WEIGHTS}) FROM notes_fts WHERE notes_ft
 @dataclass(frozen=True)
 class _Posting:
     feed: int  # the change feed's last row when read
-    rows: npt.NDArray[np.int64]  # rowids, ascending
-    freq: npt.NDArray[np.float64]  # weighted frequency of each
+    rows: npt.NDArray[np.int32]  # rowids, ascending
+    freq: npt.NDArray[np.float32]  # weighted frequency of each (whole numbers, exact)
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,26 @@ class _View:
 
         self.key = (posting.feed, avgdl)
         self.rows = posting.rows
+        freq = posting.freq.astype(np.float64)
         norm = _K1 * ((1 - _B) + (_B * lengths.tokens[posting.rows]) / avgdl)
-        self.term: npt.NDArray[np.float64] = (posting.freq * (_K1 + 1.0)) / (posting.freq + norm)
+        term: npt.NDArray[np.float64] = (freq * (_K1 + 1.0)) / (freq + norm)
+        self._term: npt.NDArray[np.float64] | None = term
         self.dense: npt.NDArray[np.float64] | None = None
-        if 4 * len(posting.rows) >= len(lengths.tokens):
+        if 2 * len(posting.rows) >= len(lengths.tokens):  # no larger than the rows' terms
             self.dense = np.zeros(len(lengths.tokens))
-            self.dense[posting.rows] = self.term
+            self.dense[posting.rows] = term
+            self._term = None
 
     @property
-    def size(self) -> int:
-        return len(self.rows) + (0 if self.dense is None else len(self.dense) // 2)
+    def term(self) -> npt.NDArray[np.float64]:
+        """Each row's term, in the order of ``rows``."""
+        if self._term is not None:
+            return self._term
+        assert self.dense is not None
+        return self.dense[self.rows]
 
     def lookup(
-        self, rows: npt.NDArray[np.int64]
+        self, rows: npt.NDArray[np.int32]
     ) -> tuple[npt.NDArray[np.bool_] | None, npt.NDArray[np.float64]]:
         """Which of ``rows`` (ascending) match (``None``: all), and their terms."""
         if self.dense is not None:
@@ -120,8 +127,8 @@ class Postings:
     averages replace them all). Counts what it read from FTS5 and what it scored, for
     tests and benchmarks to see the work done."""
 
-    #: Posting rows kept in all (about 24 bytes each with their scores), least recently
-    #: used first out.
+    #: Posting rows kept in all (16 to 24 bytes each with their terms: 2,000,000 rows are
+    #: 32-48 MB), least recently used first out.
     BUDGET = 2_000_000
     #: Changed notes a posting is brought forward by; more, and everything is read again.
     REFRESH_LIMIT = 512
@@ -300,7 +307,7 @@ class Postings:
             rows, freq = self._read(conn, text, None, n_rows, avgdl, lengths, 0)
         else:
             changed = self._changed(conn, kept.feed, feed)
-            gone = _members(np.asarray(changed, dtype=np.int64), kept.rows)
+            gone = _members(np.asarray(changed, dtype=np.int32), kept.rows)
             stay_rows, stay_freq = kept.rows[~gone], kept.freq[~gone]
             new_rows, new_freq = (
                 self._read(conn, text, changed, n_rows, avgdl, lengths, len(stay_rows)) if changed else (stay_rows[:0], stay_freq[:0])
@@ -331,7 +338,7 @@ class Postings:
         avgdl: float,
         lengths: _Lengths,
         others: int,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]:
         """The rows of phrase ``text`` (all, or those of ``only``, the rest of the posting
         being ``others`` rows) with their weighted frequencies, recovered from FTS5's
         scores and checked to score back to them exactly."""
@@ -357,11 +364,13 @@ class Postings:
             # Not this posting's fault alone (lengths or averages out of step): start again.
             self.clear()
             raise _Stale
+        if len(freq) and (freq.max() >= 2**24 or rows.max() >= 2**31):
+            raise _Stale  # not exact in float32 / int32 (no note is that long)
         order = np.argsort(rows, kind="stable")
-        return rows[order], freq[order]
+        return rows[order].astype(np.int32), freq[order].astype(np.float32)
 
 
-def _members(sorted_rows: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+def _members(sorted_rows: npt.NDArray[np.int32], rows: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
     """Which of ``rows`` are in ``sorted_rows`` (ascending)."""
     import numpy as np
 
