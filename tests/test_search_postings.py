@@ -190,3 +190,12 @@ def test_a_change_to_the_index_the_feed_did_not_carry_is_noticed(ws: Workspace) 
         c.exec_driver_sql("INSERT INTO notes_fts(rowid, title, body) VALUES (9998, 'apple', 'pear')")
     assert kept_ranking(ws, "apple") is None  # the lengths no longer add up: read again
     assert kept_ranking(ws, "apple") == fts5_ranking(ws, "apple")
+
+
+def test_an_empty_index_and_an_emptied_one_rank_nothing(ws: Workspace) -> None:
+    assert search_notes(ws, "apple") == []
+    note = ws.create_note("a", "apple")
+    assert kept_ranking(ws, "apple") == fts5_ranking(ws, "apple")
+    ws.delete_note(note.id)
+    assert kept_ranking(ws, "apple") in (None, [])
+    assert search_notes(ws, "apple") == []

@@ -170,12 +170,12 @@ class Postings:
 
         try:
             feed = int(conn.exec_driver_sql(_FEED_END).scalar_one())
-            averages = bytes(conn.exec_driver_sql(_AVERAGES).scalar_one())
-            self._adopt(conn, feed, averages)
+            averages = bytes(conn.exec_driver_sql(_AVERAGES).scalar() or b"")
             counts = _varints(averages)
-            n_rows, tokens = counts[0], sum(counts[1:])
-            if n_rows <= 0:
+            if not counts or counts[0] <= 0:  # nothing indexed (yet)
                 return None
+            self._adopt(conn, feed, averages)
+            n_rows, tokens = counts[0], sum(counts[1:])
             avgdl = float(tokens) / float(n_rows)
             lengths = self._lengths_at(conn, feed, n_rows, tokens)
             lists = [self._posting(conn, p, feed, n_rows, avgdl, lengths) for p in (*positive, *negative)]
