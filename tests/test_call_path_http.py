@@ -103,3 +103,36 @@ async def test_a_bug_out_of_the_endpoint_is_a_plain_500_and_reaches_the_server(
     async with _client(web_app) as http:
         with pytest.raises(RuntimeError, match="secret detail"):  # raised on, for the server's log
             await http.post("/mcp", content=PING, headers=_auth(web_app))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("method", ["OPTIONS", "TRACE", "HEAD", "GET", "DELETE"])
+async def test_every_method_is_answered_as_the_route_answers_it(web_app: App, method: str) -> None:
+    from noteloom.web.mcp_http import McpFirst
+
+    full = create_web_app(web_app)
+    routed = full
+    while not isinstance(routed, McpFirst):  # the middlewares down to McpFirst, then its FastAPI app
+        routed = routed.app
+    headers = _auth(web_app)
+
+    async def answer(asgi: Any) -> tuple[int, str, str]:
+        transport = httpx2.ASGITransport(app=asgi)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as http:
+            r = await http.request(method, "/mcp", headers=headers)
+        return r.status_code, r.headers.get("allow", ""), r.text
+
+    # Past the credential check (done outside both), the route and the fast path agree.
+    with_user = _WithUser(routed.api, web_app)
+    assert await answer(full) == await answer(with_user)
+
+
+class _WithUser:
+    """The FastAPI app alone, with the user TokenAuth would have put in the scope."""
+
+    def __init__(self, api: Any, app: App) -> None:
+        self.api, self.user = api, app.workspace.verify_token(access_token(app))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        scope.setdefault("state", {})["user"] = self.user
+        await self.api(scope, receive, send)

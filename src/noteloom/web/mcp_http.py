@@ -35,6 +35,9 @@ from noteloom.mcp import (
 MAX_BODY = MAX_MESSAGE_BYTES
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 _ALLOW = {"allow": "POST"}
+#: The methods the endpoint answers itself (the route adds HEAD to GET); Starlette answers the rest.
+ROUTED = ("GET", "POST", "DELETE", "PUT", "PATCH")
+_FIRST = frozenset({*ROUTED, "HEAD"})
 
 
 def install(api: FastAPI, app: App) -> None:
@@ -72,8 +75,9 @@ def install(api: FastAPI, app: App) -> None:
             return Response(status_code=202)
         return Response(reply.encode(), status_code=400 if reply.rejected else 200, media_type="application/json")
 
-    api.add_route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE", "PUT", "PATCH"], include_in_schema=False)
+    api.add_route("/mcp", mcp_endpoint, methods=list(ROUTED), include_in_schema=False)
     api.state.mcp_endpoint = mcp_endpoint
+
 
 
 Scope = MutableMapping[str, Any]
@@ -96,7 +100,10 @@ class McpFirst:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint: Endpoint | None = getattr(self.api.state, "mcp_endpoint", None)
-        if endpoint is None or scope["type"] != "http" or scope["path"] != "/mcp" or scope.get("root_path"):
+        if (
+            endpoint is None or scope["type"] != "http" or scope["path"] != "/mcp" or scope.get("root_path")
+            or scope["method"] not in _FIRST
+        ):
             await self.api(scope, receive, send)
             return
         started = False
