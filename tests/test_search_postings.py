@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from noteloom import search
 from noteloom.app import App, open_app
 from noteloom.config import load_settings
-from noteloom.postings import postings
+from noteloom.postings import postings, serving
 from noteloom.query import parse_query
 from noteloom.search import search_notes
 from noteloom.workspace import Workspace
@@ -32,7 +32,8 @@ def _postings_on() -> Iterator[None]:
     try:
         yield
     finally:
-        postings.enabled = False
+        postings.enabled = postings.background = False
+        postings.settle(timeout=30)
         postings.clear()
         search._rankings.clear()
 
@@ -199,3 +200,19 @@ def test_an_empty_index_and_an_emptied_one_rank_nothing(ws: Workspace) -> None:
     ws.delete_note(note.id)
     assert kept_ranking(ws, "apple") in (None, [])
     assert search_notes(ws, "apple") == []
+
+
+def test_while_serving_a_missing_posting_is_read_in_the_background_and_fts5_ranks_meanwhile(
+    ws: Workspace,
+) -> None:
+    for i in range(30):
+        ws.create_note(f"n{i}", "apple pear " * (i % 5 + 1))
+    with serving():
+        assert kept_ranking(ws, "apple pear") is None  # FTS5 ranks this one
+        first = search_notes(ws, "pear apple", limit=5)
+        assert postings.settle(timeout=30)
+        assert postings.read_rows == 60  # both phrases, read once, off the searches' path
+        assert kept_ranking(ws, "apple pear") == fts5_ranking(ws, "apple pear")
+        search._rankings.clear()
+        assert search_notes(ws, "pear apple", limit=5) == first
+    assert not postings.background

@@ -26,6 +26,7 @@ transactions use it: a write transaction's own changes may yet roll back.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import weakref
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = ["Postings", "postings", "serving"]
+
+log = logging.getLogger(__name__)
 
 # fts5Bm25Function's constants, and the weights of migration 0002's rank (title, body).
 _K1 = 1.2
@@ -145,6 +148,12 @@ class Postings:
         #: Rows FTS5 scored to read or refresh postings; rows scored from postings.
         self.read_rows = 0
         self.scored_rows = 0
+        #: Read a missing posting on a thread of its own (FTS5 ranks the query meanwhile)
+        #: rather than in the search that first needs it.
+        self.background = False
+        self._wanted: OrderedDict[str, Engine] = OrderedDict()
+        self._reader: threading.Thread | None = None
+        self._settled = threading.Condition(self._lock)
 
     def clear(self, *, lengths: bool = True) -> None:
         """Forget every posting (and the row lengths, unless ``lengths`` is false)."""
@@ -178,6 +187,8 @@ class Postings:
             n_rows, tokens = counts[0], sum(counts[1:])
             avgdl = float(tokens) / float(n_rows)
             lengths = self._lengths_at(conn, feed, n_rows, tokens)
+            if self.background and self._ask(conn.engine, (*positive, *negative)):
+                return None
             lists = [self._posting(conn, p, feed, n_rows, avgdl, lengths) for p in (*positive, *negative)]
         except _Stale:
             return None
@@ -214,6 +225,58 @@ class Postings:
             cand, rank = cand[top], rank[top]
         order = np.lexsort((cand, rank))
         return [(int(r), float(s)) for r, s in zip(cand[order].tolist(), rank[order].tolist(), strict=True)]
+
+    # -- reading them in the background --
+
+    #: Phrases waiting for the reader, at most; more are asked for again by later searches.
+    WAITING = 64
+
+    def _ask(self, engine: Engine, texts: Sequence[str]) -> bool:
+        """Hand the phrases without a posting to the reader; whether there were any."""
+        with self._lock:
+            missing = [t for t in texts if t not in self._lists]
+            for text in missing:
+                if text not in self._wanted and len(self._wanted) < self.WAITING:
+                    self._wanted[text] = engine
+            if self._wanted and self._reader is None:
+                self._reader = threading.Thread(target=self._read_wanted, name="noteloom-postings", daemon=True)
+                self._reader.start()
+        return bool(missing)
+
+    def _read_wanted(self) -> None:
+        """The reader: reads the postings asked for, each in a read transaction of its own,
+        and ends when none is left (the next one asked for starts it again)."""
+        while True:
+            with self._lock:
+                if not self._wanted or not self.background:
+                    self._wanted.clear()
+                    self._reader = None
+                    self._settled.notify_all()
+                    return
+                text, engine = next(iter(self._wanted.items()))
+            try:
+                self._read_one(engine, text)
+            except Exception:  # the search that needs it reads it or lets FTS5 rank
+                log.debug("reading the posting of %r failed", text, exc_info=True)
+            with self._lock:
+                self._wanted.pop(text, None)
+
+    def _read_one(self, engine: Engine, text: str) -> None:
+        with engine.connect() as conn, conn.begin():
+            feed = int(conn.exec_driver_sql(_FEED_END).scalar_one())
+            averages = bytes(conn.exec_driver_sql(_AVERAGES).scalar() or b"")
+            counts = _varints(averages)
+            if not counts or counts[0] <= 0:
+                return
+            self._adopt(conn, feed, averages)
+            n_rows, tokens = counts[0], sum(counts[1:])
+            lengths = self._lengths_at(conn, feed, n_rows, tokens)
+            self._posting(conn, text, feed, n_rows, float(tokens) / float(n_rows), lengths)
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait until the reader has nothing left to read; whether it came to that."""
+        with self._lock:
+            return self._settled.wait_for(lambda: self._reader is None, timeout)
 
     # -- keeping them true --
 
@@ -412,11 +475,14 @@ postings = Postings()
 
 @contextmanager
 def serving() -> Iterator[None]:
-    """Keep postings while a long-running process serves searches. One-shot commands rank
-    with FTS5: reading a posting costs about what ranking its phrase once does."""
-    was = postings.enabled
-    postings.enabled = True
+    """Keep postings while a long-running process serves searches, each read in the
+    background the first time a search needs it (that search is ranked by FTS5, as
+    one-shot commands always are: reading a posting costs 2-3 times what ranking its
+    phrase once does)."""
+    was = postings.enabled, postings.background
+    postings.enabled = postings.background = True
     try:
         yield
     finally:
-        postings.enabled = was
+        postings.enabled, postings.background = was
+        postings.settle(timeout=30)
