@@ -105,6 +105,9 @@ def test_a_markdown_import_holds_a_bounded_number_of_notes(
 
     monkeypatch.setattr(markdown, "_read_note", read)
     monkeypatch.setattr(writer._NoteInserter, "insert", insert)
+    # Smaller groups than an import's own, so the bound is well below the vault's size.
+    monkeypatch.setattr(writer, "READ_AHEAD", 4)
+    monkeypatch.setattr(writer, "GROUP_NOTES", 64)
     summary = import_path(ws, _vault(tmp_path / "vault", 3000))
     assert summary.notes == counts["read"] == counts["written"] == 3000
     # The batch being written, the queue of groups, the group being filled and the one being taken.

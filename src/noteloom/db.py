@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import operator
 import os
 import re
 import secrets
@@ -202,6 +203,11 @@ CJK_CHARS = (
     "\U00020000-\U0003134f"
 )
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
+# Whether a text holds any CJK at all, asked in two classes: one class spanning the
+# Basic Multilingual Plane and the planes above scans a third slower (most non-ASCII
+# notes hold no CJK, only dashes, quotes or accents, and are scanned to their end).
+_BMP, _ASTRAL = CJK_CHARS.split("\U00020000")
+_CJK_BMP, _CJK_ASTRAL = re.compile(f"[{_BMP}]"), re.compile(f"[\U00020000{_ASTRAL}]")
 
 
 def index_text(text: Any) -> Any:
@@ -209,12 +215,15 @@ def index_text(text: Any) -> Any:
     pairs plus its last character alone (``中文字`` → ``中文 文字 字``); the rest is unchanged."""
     if not isinstance(text, str) or text.isascii():
         return text
+    if _CJK_BMP.search(text) is None and _CJK_ASTRAL.search(text) is None:
+        return text
     return _CJK_RUN.sub(_cjk_pairs, text)
 
 
 def _cjk_pairs(m: re.Match[str]) -> str:
     run = m.group()
-    return " " + " ".join(run[i : i + 2] for i in range(len(run))) + " "
+    # Each character with the next one, the last with the space that ends the run.
+    return " " + " ".join(map(operator.add, run, run[1:] + " "))
 
 
 def create_db_engine(url: str) -> Engine:

@@ -63,9 +63,18 @@ def open_inside(root: Path, rel: str) -> Opened:
     parts = [p for p in PurePosixPath(rel).parts if p not in ("", ".")]
     if not parts or ".." in parts:
         raise FileNotFoundError(errno.ENOENT, "not a path inside the folder", rel)
+    fd = _open_folder(root, parts[:-1])
+    try:
+        return _open_file(parts[-1], fd)
+    finally:
+        os.close(fd)
+
+
+def _open_folder(root: Path, parts: list[str]) -> int:
+    """A descriptor of the folder ``root/parts…``, opened without following any link below ``root``."""
     fd = os.open(root, os.O_RDONLY | _flag("O_DIRECTORY") | _flag("O_CLOEXEC"))
     try:
-        for part in parts[:-1]:
+        for part in parts:
             try:
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
@@ -76,9 +85,37 @@ def open_inside(root: Path, rel: str) -> Opened:
                 raise
             os.close(fd)
             fd = child
-        return _open_file(parts[-1], fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+class FolderFiles:
+    """``open_inside`` for files read folder after folder (an import's walk): the folder's
+    descriptor, opened as ``open_inside`` opens it, serves every file of the folder, so a
+    note costs one ``open`` rather than one per folder above it. ``close`` when done."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._folder: str | None = None
+        self._fd: int | None = None
+
+    def open(self, folder: str, name: str) -> Opened:
+        """The file ``name`` of ``folder`` (POSIX form relative to the root, ``""`` for the root)."""
+        if folder != self._folder or self._fd is None:
+            self.close()
+            parts = [p for p in PurePosixPath(folder).parts if p not in ("", ".")]
+            if ".." in parts:
+                raise FileNotFoundError(errno.ENOENT, "not a path inside the folder", folder)
+            self._fd = _open_folder(self.root, parts)
+            self._folder = folder
+        return _open_file(name, self._fd)
+
+    def close(self) -> None:
+        fd, self._fd, self._folder = self._fd, None, None
+        if fd is not None:
+            os.close(fd)
 
 
 def _open_file(name: str, dir_fd: int) -> Opened:

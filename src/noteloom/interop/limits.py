@@ -81,12 +81,20 @@ class Budget:
                 "in the [import] table of noteloom.toml to import it"
             )
 
-    def read_note(self, src: IO[bytes], what: str, *, overhead: int = 0) -> bytes:
-        """All of ``src`` (a note or item file), or ``ImportExportError`` as soon as it passes the note cap."""
+    def read_note(self, src: IO[bytes], what: str, *, overhead: int = 0, size: int | None = None) -> bytes:
+        """All of ``src`` (a note or item file), or ``ImportExportError`` as soon as it passes the note cap.
+
+        ``size`` is what the file's ``stat`` says: the first read asks for one byte more
+        (a short read is the end), not for a whole chunk's buffer."""
         cap = self.limits.max_note_bytes + overhead
         parts: list[bytes] = []
         got = 0
-        while chunk := src.read(min(CHUNK, cap + 1 - got)):
+        want = CHUNK if size is None else size + 1
+        while chunk := src.read(min(want, cap + 1 - got)):
+            if size is not None and len(chunk) < want and not parts and len(chunk) <= cap:
+                self.spend(len(chunk), what)
+                return chunk
+            want = CHUNK
             got += len(chunk)
             self.spend(len(chunk), what)
             if got > cap:

@@ -39,7 +39,7 @@ from noteloom.interop.bundle import (
     TagItem,
 )
 from noteloom.interop.filenames import FolderNames, safe_name, split_name
-from noteloom.interop.files import NotRegular, mtime_ms, open_inside, regular_entries
+from noteloom.interop.files import FolderFiles, NotRegular, mtime_ms, open_inside, regular_entries
 from noteloom.interop.limits import Budget
 from noteloom.interop.links import (
     RESOURCE_LINK,
@@ -168,10 +168,14 @@ def read_folder(root: Path, staging: Path, budget: Budget, *, inline_tags: bool)
 def _read_notes(r: _Reader, book_of: dict[str, str]) -> Iterator[NoteItem]:
     """Every note of the folder, read in the walk's order; then the attachments the
     manifest lists that no note linked."""
-    for folder, name in _walk(r.root, Notices(), []):  # the first walk reported the skips
-        note = _read_note(r, folder, name, book_of.get(folder))
-        if note is not None:
-            yield note
+    files = FolderFiles(r.root)
+    try:
+        for folder, name in _walk(r.root, Notices(), []):  # the first walk reported the skips
+            note = _read_note(r, folder, name, book_of.get(folder), files)
+            if note is not None:
+                yield note
+    finally:
+        files.close()
     _read_unlinked_attachments(r)
 
 
@@ -214,11 +218,14 @@ def _read_books(r: _Reader, bundle: Bundle, note_folders: set[str], folders: lis
     return book_of
 
 
-def _read_text(r: _Reader, key: str, *, missing_ok: bool = False) -> tuple[str, int] | None:
+def _read_text(
+    r: _Reader, key: str, *, missing_ok: bool = False, at: tuple[FolderFiles, str, str] | None = None
+) -> tuple[str, int] | None:
     """The text of the note file ``key`` and its modification time (ms); ``None`` when it
-    is a link or a special file (reported), or missing and ``missing_ok``."""
+    is a link or a special file (reported), or missing and ``missing_ok``. ``at`` opens it
+    as (folder files, folder, name)."""
     try:
-        opened = open_inside(r.root, key)
+        opened = at[0].open(at[1], at[2]) if at is not None else open_inside(r.root, key)
     except NotRegular as exc:
         r.notices.skip(exc.kind, key)
         return None
@@ -229,7 +236,7 @@ def _read_text(r: _Reader, key: str, *, missing_ok: bool = False) -> tuple[str, 
             f"{str(r.root / key)!r} cannot be read ({exc.strerror or exc}); check it and import again"
         ) from exc
     with opened.file as f:
-        data = r.budget.read_note(f, key)
+        data = r.budget.read_note(f, key, size=opened.size)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
@@ -239,9 +246,9 @@ def _read_text(r: _Reader, key: str, *, missing_ok: bool = False) -> tuple[str, 
         return data.decode("latin-1"), opened.mtime_ms
 
 
-def _read_note(r: _Reader, folder: str, name: str, book: str | None) -> NoteItem | None:
+def _read_note(r: _Reader, folder: str, name: str, book: str | None, files: FolderFiles) -> NoteItem | None:
     where = f"{folder}/{name}" if folder else name
-    read = _read_text(r, where)
+    read = _read_text(r, where, at=(files, folder, name))
     if read is None:
         return None
     text, mtime = read

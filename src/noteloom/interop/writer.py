@@ -44,9 +44,11 @@ from noteloom.workspace import Workspace, record_change
 CHUNK = 500
 CHUNK_BYTES = 8 << 20
 _IN_CHUNK = 500
-#: How far a streamed reader may run ahead of the writer: groups of notes in its queue.
-READ_AHEAD = 4
-GROUP_NOTES = 64
+#: How far a streamed reader may run ahead of the writer: groups of notes in its queue
+#: (at most ``READ_AHEAD * GROUP_BYTES`` of text, 32 MiB). Enough for the reader to go on
+#: parsing while FTS5 indexes ``FTS_BYTES`` of notes in one statement.
+READ_AHEAD = 16
+GROUP_NOTES = 256
 GROUP_BYTES = 2 << 20
 
 
@@ -383,7 +385,7 @@ def _write_notes(
             if duplicates == "new-ids" and ID_LINK.search(body):
                 plan.linking.append((nid, len(remap)))
         if n.indexed is not None and body is n.body:
-            inserter.ready[body] = n.indexed
+            inserter.indexed[nid] = n.indexed
         n.indexed = None
         rows.append(
             {
@@ -454,49 +456,140 @@ def _write_attachments(conn: Connection, plan: _Plan) -> None:
 
 #: A temporary table of the import's connection, for ``_NoteInserter``.
 _BATCH = "noteloom_import_notes"
+#: Index text worked out in Python (CJK), for the notes whose text the index sees changed.
+_INDEX = "noteloom_import_index"
+#: The keyword index trigger of migration 0002 (whitespace folded): the bulk path below
+#: does its work itself while it is the one the database has.
+_FTS_TRIGGER = "notes_fts_insert"
+_FTS_TRIGGER_SQL = (
+    "CREATE TRIGGER notes_fts_insert AFTER INSERT ON notes WHEN new.deleted_time IS NULL BEGIN "
+    f"INSERT INTO notes_fts(rowid, title, body) VALUES (new.seq, {db.INDEX_TEXT_SQL}(new.title), "
+    f"{db.INDEX_TEXT_SQL}(new.body)); END"
+)
+#: Text (characters of bodies) written to ``notes`` before FTS5 indexes it in one statement.
+FTS_BYTES = 16 << 20
+#: FTS5's ``hashsize`` while the import lasts (its default is 1 MiB): the terms it holds in
+#: memory before writing a segment.
+FTS_HASHSIZE = 16 << 20
+_FTS_DEFAULT_HASHSIZE = 1 << 20
 
 
 class _NoteInserter:
-    """Inserts note rows. On SQLite they go into a temporary table first and then into
-    ``notes`` with one ``INSERT … SELECT``, so the keyword index trigger fills FTS5 in
-    bulk: row by row (an ``executemany`` straight into ``notes``) FTS5 flushed its pending
-    terms at every row's trigger, and indexing took 3.5 times the CPU (6.9 s instead of
-    2.0 s for 10,000 notes shaped like real vaults).
+    """Inserts note rows, and on SQLite feeds FTS5 in bulk.
 
-    The trigger calls ``db.index_text`` on every body, in Python, in the writing thread,
-    which is the import's busiest: on non-ASCII bodies (four notes in ten of real vaults,
-    CJK ones the costliest) a fifth of its time. While the import lasts, the connection's
-    ``noteloom_index_text`` first looks the text up in ``ready`` (bodies the reading thread
-    worked out ahead, for the current batch), and computes it as before otherwise: the
-    index gets the very same text. Leaving the ``with`` block puts the connection's own function back."""
+    FTS5 writes the terms it holds at the end of every statement (a statement savepoint),
+    so one statement over many notes makes a few large segments where one per note (a
+    trigger firing for each row of an ``executemany``) made thousands to merge. While the
+    keyword index trigger is migration 0002's own, the import drops it in its transaction,
+    inserts the notes with ``executemany`` and, every ``FTS_BYTES`` of text, indexes the
+    notes written since with one ``INSERT … SELECT`` from ``notes``, with a larger
+    ``hashsize``; the index text of the notes it changes (CJK runs, worked out by the
+    reading thread: ``indexed``) comes from a temporary table. That statement calls no
+    Python, so SQLite tokenises without the GIL while the reading thread parses the next
+    notes. Before the transaction ends the last notes are indexed and the trigger and
+    ``hashsize`` are put back; a failed or killed import rolls all of it back.
+
+    With any other trigger (a later schema), rows go through a temporary table and one
+    ``INSERT … SELECT`` per batch into ``notes``, so the trigger still fills FTS5 in
+    bulk; the connection's ``noteloom_index_text`` then first looks the text up among the
+    bodies worked out ahead."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.bulk = conn.dialect.name == "sqlite"
         self.names = ""
-        #: Body -> its index text, for the rows of the batch being inserted.
-        self.ready: dict[str, str] = {}
-        self._raw: Any = conn.connection.dbapi_connection if self.bulk else None
-        if self._raw is not None:
+        #: Note id -> its body as the keyword index sees it, for the batch being inserted.
+        self.indexed: dict[str, str] = {}
+        self._ready: dict[str, str] = {}
+        self._raw: Any = None
+        self._trigger: str | None = None
+        self._hashsize: Any = None
+        self._next_seq = 0
+        self._indexed_to = 0
+        self._pending = 0
+        if not self.bulk:
+            return
+        sql = conn.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (_FTS_TRIGGER,)
+        ).scalar()
+        if isinstance(sql, str) and " ".join(sql.split()) == _FTS_TRIGGER_SQL:
+            self._start_direct(sql)
+        else:
+            self._raw = conn.connection.dbapi_connection
             self._raw.create_function(db.INDEX_TEXT_SQL, 1, self._index_text, deterministic=True)
+
+    def _start_direct(self, trigger: str) -> None:
+        c = self.conn
+        self._hashsize = c.exec_driver_sql("SELECT v FROM notes_fts_config WHERE k = 'hashsize'").scalar()
+        c.exec_driver_sql(f"DROP TRIGGER {_FTS_TRIGGER}")
+        self._trigger = trigger
+        c.exec_driver_sql("INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', ?)", (FTS_HASHSIZE,))
+        last = c.exec_driver_sql("SELECT max(seq) FROM notes").scalar()
+        self._next_seq = self._indexed_to = int(last or 0) + 1
+        c.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{_INDEX}")
+        c.exec_driver_sql(f"CREATE TEMP TABLE {_INDEX} (seq INTEGER PRIMARY KEY, title TEXT, body TEXT)")
 
     def _index_text(self, text: Any) -> Any:
         if isinstance(text, str) and not text.isascii():
-            done = self.ready.get(text)
+            done = self._ready.get(text)
             if done is not None:
                 return done
         return db.index_text(text)
 
     def insert(self, rows: list[dict[str, Any]]) -> None:
         try:
-            self._insert(rows)
+            if not self.bulk:
+                self.conn.execute(db.notes.insert(), rows)
+            elif self._trigger is not None:
+                self._insert_direct(rows)
+            else:
+                self._insert_through_trigger(rows)
         finally:
-            self.ready.clear()
+            self.indexed.clear()
+            self._ready.clear()
 
-    def _insert(self, rows: list[dict[str, Any]]) -> None:
-        if not self.bulk:
-            self.conn.execute(db.notes.insert(), rows)
-            return
+    def _insert_direct(self, rows: list[dict[str, Any]]) -> None:
+        changed: list[tuple[int, str | None, str | None]] = []
+        size = 0
+        for r in rows:
+            seq = self._next_seq
+            self._next_seq += 1
+            r["seq"] = seq
+            title, body = r["title"], r["body"]
+            size += len(body)
+            it = title if title.isascii() else db.index_text(title)
+            ib = body if body.isascii() else self.indexed.get(r["id"]) or db.index_text(body)
+            if it != title or ib != body:
+                changed.append((seq, it if it != title else None, ib if ib != body else None))
+        cols = list(rows[0])
+        self.conn.exec_driver_sql(
+            f"INSERT INTO notes ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})", rows
+        )
+        if changed:
+            self.conn.exec_driver_sql(f"INSERT INTO temp.{_INDEX} (seq, title, body) VALUES (?, ?, ?)", changed)
+        self._pending += size
+        if self._pending >= FTS_BYTES:
+            self._index_written()
+
+    def _index_written(self) -> None:
+        """Index the notes written since the last call, in one statement."""
+        if self._next_seq > self._indexed_to:
+            self.conn.exec_driver_sql(
+                f"INSERT INTO notes_fts(rowid, title, body) "
+                f"SELECT n.seq, coalesce(i.title, n.title), coalesce(i.body, n.body) "
+                f"FROM notes AS n LEFT JOIN temp.{_INDEX} AS i ON i.seq = n.seq "
+                f"WHERE n.seq >= ? AND n.seq < ? AND n.deleted_time IS NULL",
+                (self._indexed_to, self._next_seq),
+            )
+            self.conn.exec_driver_sql(f"DELETE FROM temp.{_INDEX}")
+        self._indexed_to = self._next_seq
+        self._pending = 0
+
+    def _insert_through_trigger(self, rows: list[dict[str, Any]]) -> None:
+        for r in rows:
+            done = self.indexed.get(r["id"])
+            if done is not None:
+                self._ready[r["body"]] = done
         cols = list(rows[0])
         names = ", ".join(cols)
         if names != self.names:
@@ -509,17 +602,35 @@ class _NoteInserter:
         self.conn.exec_driver_sql(f"INSERT INTO notes ({names}) SELECT {names} FROM temp.{_BATCH}")
         self.conn.exec_driver_sql(f"DELETE FROM temp.{_BATCH}")
 
+    def finish(self) -> None:
+        """Index the last notes and put the trigger and ``hashsize`` back (direct path);
+        drop the temporary tables."""
+        c = self.conn
+        if self._trigger is not None:
+            self._index_written()
+            hashsize = self._hashsize if self._hashsize is not None else _FTS_DEFAULT_HASHSIZE
+            c.exec_driver_sql("INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', ?)", (hashsize,))
+            if self._hashsize is None:  # as it was: no setting, FTS5's default
+                c.exec_driver_sql("DELETE FROM notes_fts_config WHERE k = 'hashsize'")
+            c.exec_driver_sql(self._trigger)
+            self._trigger = None
+            c.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{_INDEX}")
+        if self.names:
+            c.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{_BATCH}")
+            self.names = ""
+
     def __enter__(self) -> _NoteInserter:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *_rest: object) -> None:
-        """Give the connection its own index function back, whatever happened; after a
-        success, drop the temporary table (a rollback drops it as well)."""
+        """After a success, finish; whatever happened, give the connection its own index
+        function back (after a failure the transaction rolls back, trigger and all)."""
         try:
-            if exc_type is None and self.names:
-                self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{_BATCH}")
+            if exc_type is None:
+                self.finish()
         finally:
             self.names = ""
+            self._trigger = None
             raw, self._raw = self._raw, None
             if raw is not None:
                 try:
