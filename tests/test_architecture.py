@@ -12,7 +12,7 @@ ROOT = Path(noteloom.__file__).parent
 # Lowest first. A module belongs to the first layer with a matching prefix (longest prefix wins).
 LAYERS: list[tuple[str, list[str]]] = [
     ("storage", ["errors", "config", "db", "locks", "migrations", "jsonvalues"]),
-    ("domain", ["workspace", "accounts", "outline", "query", "search", "postings", "interop", "embedders", "chunks", "vectors", "semantic"]),
+    ("domain", ["workspace", "accounts", "outline", "query", "search", "postings", "interop", "embedders", "chunks", "vectors", "ivf", "semantic"]),
     ("tools", ["tools", "policy", "plugins", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders"]),
     ("engine", ["messages", "agent", "providers", "default_plugins.providers"]),
     ("services", ["chat", "recipes", "session_tools", "default_plugins"]),
