@@ -123,7 +123,7 @@ async def test_every_method_is_answered_as_the_route_answers_it(web_app: App, me
         return r.status_code, r.headers.get("allow", ""), r.text
 
     # Past the credential check (done outside both), the route and the fast path agree.
-    with_user = _WithUser(routed.api, web_app)
+    with_user = _WithUser(routed.app, web_app)
     assert await answer(full) == await answer(with_user)
 
 

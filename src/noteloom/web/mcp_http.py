@@ -95,16 +95,16 @@ class McpFirst:
     raised again (for the server's log).
     """
 
-    def __init__(self, api: FastAPI) -> None:
-        self.api = api
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app  # named as the other middlewares name what they wrap
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint: Endpoint | None = getattr(self.api.state, "mcp_endpoint", None)
+        endpoint: Endpoint | None = getattr(self.app.state, "mcp_endpoint", None)
         if (
             endpoint is None or scope["type"] != "http" or scope["path"] != "/mcp" or scope.get("root_path")
             or scope["method"] not in _FIRST
         ):
-            await self.api(scope, receive, send)
+            await self.app(scope, receive, send)
             return
         started = False
 
@@ -119,7 +119,7 @@ class McpFirst:
             response = await endpoint(request)
             await response(scope, receive, sending)
         except Exception as exc:
-            handler = _handler_for(self.api, exc)
+            handler = _handler_for(self.app, exc)
             if handler is not None and not started:
                 await (await handler(request, exc))(scope, receive, sending)
                 return
