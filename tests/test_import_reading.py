@@ -1,14 +1,18 @@
-"""Reading an import's notes: by the size ``stat`` gives without trusting it, and folder
-after folder through one descriptor without following links."""
+"""Reading an import's notes: by the size ``stat`` gives without trusting it, folder after
+folder through one descriptor without following links, and their index text as it always was."""
 
 from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from noteloom import db
 from noteloom.errors import ImportExportError
 from noteloom.interop.files import FolderFiles, NotRegular
 from noteloom.interop.limits import Budget, ImportLimits
@@ -69,3 +73,38 @@ def test_folder_files_follow_no_link(tmp_path: Path) -> None:
             assert f.read() == b"n"
     finally:
         files.close()
+
+
+# -- the index text the reading thread works out ------------------------------------------------
+
+
+def _reference_index_text(text: str) -> str:
+    """``db.index_text`` as it was written first: every CJK run scanned for, pairs by slicing."""
+    def pairs(m: re.Match[str]) -> str:
+        run = m.group()
+        return " " + " ".join(run[i : i + 2] for i in range(len(run))) + " "
+
+    return text if text.isascii() else re.sub(f"[{db.CJK_CHARS}]+", pairs, text)
+
+
+def _edges() -> list[str]:
+    """The first and last character of every CJK range, and their neighbours outside it."""
+    out: list[str] = []
+    for lo, hi in re.findall(r"(.)-(.)", db.CJK_CHARS, flags=re.S):
+        out += [chr(ord(lo) - 1), lo, chr(ord(lo) + 1), chr(ord(hi) - 1), hi, chr(ord(hi) + 1)]
+    return out
+
+
+_TEXT = st.lists(st.sampled_from([*_edges(), "a", " ", "\n", "é", "—", "😀", "\ud800", "中", "文"]), max_size=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXT.map("".join))
+def test_index_text_is_what_it_always_was(text: str) -> None:
+    assert db.index_text(text) == _reference_index_text(text)
+
+
+def test_every_cjk_character_is_seen_by_the_quick_check() -> None:
+    for lo, hi in re.findall(r"(.)-(.)", db.CJK_CHARS, flags=re.S):
+        chars = "".join(chr(c) for c in range(ord(lo), ord(hi) + 1))
+        assert db.index_text("é" + chars) == _reference_index_text("é" + chars)

@@ -203,11 +203,11 @@ CJK_CHARS = (
     "\U00020000-\U0003134f"
 )
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
-# Whether a text holds any CJK at all, asked in two classes: one class spanning the
-# Basic Multilingual Plane and the planes above scans a third slower (most non-ASCII
-# notes hold no CJK, only dashes, quotes or accents, and are scanned to their end).
-_BMP, _ASTRAL = CJK_CHARS.split("\U00020000")
-_CJK_BMP, _CJK_ASTRAL = re.compile(f"[{_BMP}]"), re.compile(f"[\U00020000{_ASTRAL}]")
+# The first bytes of the UTF-8 of every character above (and of a few others): a text
+# whose UTF-8 has none holds no CJK. Most non-ASCII notes hold none (only dashes, quotes
+# or accents) and are scanned to their end; one byte class over the UTF-8 scans twice as
+# fast as the character class over the text, encoding included.
+_CJK_LEAD = re.compile(b"[\xe1\xe3-\xed\xef\xf0]")
 
 
 def index_text(text: Any) -> Any:
@@ -215,7 +215,7 @@ def index_text(text: Any) -> Any:
     pairs plus its last character alone (``中文字`` → ``中文 文字 字``); the rest is unchanged."""
     if not isinstance(text, str) or text.isascii():
         return text
-    if _CJK_BMP.search(text) is None and _CJK_ASTRAL.search(text) is None:
+    if _CJK_LEAD.search(text.encode("utf-8", "surrogatepass")) is None:
         return text
     return _CJK_RUN.sub(_cjk_pairs, text)
 
