@@ -43,7 +43,7 @@ from noteloom.search import search_notes
 from noteloom.semantic import SemanticIndex, hybrid_search
 
 EVAL = Path(__file__).parent / "eval" / "eval.json"
-KINDS = ("paraphrase", "keyword", "deep", "cross-language")
+KINDS = ("paraphrase", "keyword", "deep", "deep-chunk", "cross-language")
 
 
 @contextmanager

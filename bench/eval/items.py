@@ -375,3 +375,131 @@ ITEMS: list[Item] = [
         "mon partenaire se plaint que je fais du bruit en dormant",
     ),
 ]
+
+
+class DeepItem(NamedTuple):
+    """A fact written down in the middle of a paragraph of a long note about something else."""
+
+    title: str
+    fact: str
+    distractor_title: str
+    distractor: str
+    query: str
+
+
+#: Facts that ``make_eval.py`` buries deep inside one chunk of a long note (kind ``deep-chunk``):
+#: a model that reads only the start of each chunk misses them.
+DEEP_ITEMS: list[DeepItem] = [
+    DeepItem(
+        "Home renovation journal",
+        "The plumber found that the kitchen tap kept dripping because its ceramic cartridge had cracked; he fitted a quarter-turn cartridge and the drip stopped.",
+        "Kitchen shopping",
+        "Kitchen: a new tap filter, a drip tray for the coffee machine, ceramic bowls and a kitchen timer.",
+        "why was the faucet by the sink leaking",
+    ),
+    DeepItem(
+        "Team meeting notes",
+        "Priya is away from 12 to 23 August for her wedding, so Marco carries the pager for the on-call rotation those two weeks.",
+        "Wedding gift ideas",
+        "Wedding gifts: Priya likes ceramics, Marco suggested a rotation of house plants, a pager-sized photo frame for the couple.",
+        "who covers emergencies at work while a colleague gets married",
+    ),
+    DeepItem(
+        "Reading log",
+        "The main idea of the habits book: a new habit sticks when it is attached to something already done every day, like flossing right after brushing the teeth.",
+        "Dentist appointments",
+        "Dentist: book the check-up, buy floss, the hygienist's leaflet on brushing technique every day.",
+        "link a new routine to an old one so it lasts",
+    ),
+    DeepItem(
+        "Garden diary",
+        "The tomatoes split after the storm because the plants got a flood of water after a dry week; they now get watered evenly every two days.",
+        "Tomato sauce",
+        "Tomato sauce: split the tomatoes, a heavy pot, a flood of olive oil, simmer for two hours after the storm of garlic.",
+        "why did the fruit on my vegetable plants crack open",
+    ),
+    DeepItem(
+        "Travel planning notes",
+        "For Lisbon the airport shuttle has to be booked at least 48 hours ahead; at night only taxis are left otherwise.",
+        "Airport parking",
+        "Airport parking: lot B, the shuttle bus timetable is at the office, book the parking online 48 hours ahead for the discount.",
+        "how early must the ride from the terminal to the hotel be reserved",
+    ),
+    DeepItem(
+        "Homelab log",
+        "The NAS kept waking every few minutes because the media server rescanned the library; moving the scan to 3 am lets the disks spin down.",
+        "Sleep tracker",
+        "Sleep tracker: it wakes me every few minutes, scans my sleep at 3 am, the disks of the app fill up with data.",
+        "hard drives in my storage box never go idle",
+    ),
+    DeepItem(
+        "Health notes",
+        "The physiotherapist says the ache in my lower back comes from sitting with my hips tilted back; a rolled towel behind the lower back fixes it.",
+        "Desk assembly",
+        "New desk: the back panel, the towel rail, the lower drawer, an ache to assemble, hips of the screws tilted.",
+        "why does my spine hurt after a day in the office chair",
+    ),
+    DeepItem(
+        "Parenting notes",
+        "Lena stops the bedtime tantrums when she may pick one of two pyjamas herself; a small choice gives her a sense of control.",
+        "Pyjama party",
+        "Pyjama party: pick two films, bedtime snacks, Lena's friends bring their own pyjamas and a sense of fun.",
+        "calm my toddler down before she goes to sleep",
+    ),
+    DeepItem(
+        "Cooking experiments",
+        "The rice came out mushy because it was barely rinsed and had too much water; 1.2 cups of water per cup of well-rinsed rice is right.",
+        "Rice cooker manual",
+        "Rice cooker: cups are 180 ml, the water line inside the pot, rinse the inner pot, mushy buttons.",
+        "how to stop my grains turning into a soggy sticky mess",
+    ),
+    DeepItem(
+        "Bike maintenance log",
+        "The chain kept skipping on the smallest cog because the cassette was worn, not the chain; a new cassette stopped the slipping.",
+        "Bike shop list",
+        "Bike shop: lights, chain lube, a tool for the smallest cog, a new bell; the chain of shops closes at six.",
+        "the gears on my bicycle keep jumping",
+    ),
+    DeepItem(
+        "Work journal",
+        "The nightly export failed because the reporting server's disk filled with old log files; a weekly clean-up now keeps it under 70 %.",
+        "Export paperwork",
+        "Export paperwork: the nightly flight to Rotterdam, the customs job, a server at the restaurant keeps the log.",
+        "why did the overnight batch job stop working",
+    ),
+    DeepItem(
+        "Language learning",
+        "The Spanish tutor suggests learning verbs in ten-minute sessions every day with spaced repetition instead of one long session on Sundays.",
+        "Spa weekend",
+        "Spa weekend: daily sessions in the sauna, the Spanish tutor's tip for a long Sunday, verbs of relaxation.",
+        "best way to memorise conjugations",
+    ),
+    DeepItem(
+        "Aquarium log",
+        "The water went cloudy after the new gravel went in unrinsed; a 30 % water change and a week of patience cleared it.",
+        "Gravel driveway",
+        "Gravel driveway quote: new gravel, water runoff, a week of work, cloudy weather delays, 30 % deposit.",
+        "my fish tank looks milky",
+    ),
+    DeepItem(
+        "Finance notes",
+        "The bank charged a fee every month because the balance fell under 1,000 euros; moving the savings transfer to the end of the month avoids it.",
+        "Bank holiday plans",
+        "Bank holiday: the savings on train fares, a balance of sun and rest, the end of the month trip, 1,000 photos.",
+        "why am I paying monthly charges on my current account",
+    ),
+    DeepItem(
+        "Car journal",
+        "The windows fog up inside because the cabin filter is clogged and recirculation was stuck on; fresh air clears them in a minute.",
+        "Window cleaners",
+        "Window cleaners: the cabin in the woods, fresh air, a filter for the hose, they come inside once a minute of rain stops.",
+        "the windscreen mists over from the inside",
+    ),
+    DeepItem(
+        "Photography notes",
+        "Night shots come out blurry because the shutter was too slow for hand-held shots; use a tripod or raise the ISO to stay above 1/60 s.",
+        "Tripod for sale",
+        "Tripod for sale: night market stall, shutter release cable included, hand-held bag, ISO sticker, 60 euros.",
+        "my evening pictures are not sharp",
+    ),
+]

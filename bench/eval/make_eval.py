@@ -10,7 +10,15 @@ from ``bench.corpus`` it writes:
   ``paraphrase`` (the fact in other words; a short note answers it),
   ``deep`` (the same, answered deep inside a long note),
   ``keyword`` (an identifier or name only the fact's note contains),
-  ``cross-language`` (the paraphrase in German, French or Spanish).
+  ``cross-language`` (the paraphrase in German, French or Spanish),
+  ``deep-chunk`` (a fact of ``DEEP_ITEMS`` in the middle of a paragraph of a long
+  note shaped like real vaults' long tail, 25,000-60,000 characters under a few
+  headings: it starts at least ``CHUNK_DEPTH`` characters, about 70 word pieces, into
+  every chunk that holds it, so an index that embeds only the start of its chunks
+  misses it).
+
+Items added later come after the earlier ones, with a random stream of their own,
+so the earlier notes and queries stay as they were.
 
 The output is deterministic: running this again gives the same file.
 """
@@ -24,11 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import generate
-from bench.eval.items import ITEMS
+from bench.eval.items import DEEP_ITEMS, ITEMS
+from noteloom.chunks import chunk_note
 
 OUT = Path(__file__).with_name("eval.json")
 BACKGROUND = 250
 LONG_CHARS = 20_000
+#: How far (in characters of the body) a deep-chunk fact starts into each chunk that holds it.
+CHUNK_DEPTH = 320
 LANGS = {"wie": "de", "was": "de", "welche": "de", "sollte": "de", "das": "de", "mein": "de", "der": "de",
          "die": "de", "neue": "de", "wo": "de", "schmerzen": "de", "heuschnupfen": "de"}
 
@@ -74,6 +85,64 @@ def _long_body(rng: random.Random, filler: list[str], fact: str, title: str) -> 
     return f"# {title}\n\n" + "\n".join(sections)
 
 
+def _code(rng: random.Random) -> str:
+    names = ["config", "rows", "path", "batch", "result", "items", "total"]
+    lines = [f"{rng.choice(names)} = {rng.choice(names)}.get({rng.randint(1, 99)})" for _ in range(rng.randint(2, 8))]
+    return "```python\n" + "\n".join(lines) + "\n```"
+
+
+def _long_tail_body(rng: random.Random, filler: list[str], fact: str) -> tuple[str, int]:
+    """(body, where the fact starts): 25,000-60,000 characters shaped as real vaults' long
+    notes are (about one heading per 1,500-4,000 characters, at most 12; paragraphs of
+    120-900 characters, lists, a few code fences), the fact in the middle of a paragraph."""
+    target = rng.randint(25_000, 60_000)
+    headings = min(12, int(target / 1500 * (0.4 + 1.2 * rng.random())))
+    per = target / (headings + 1)
+    at = rng.uniform(0.2, 0.9) * target
+    blocks: list[str] = []
+    size = 0
+    placed = -1
+    for sec in range(headings + 1):
+        if sec:
+            blocks.append(f"## {' '.join(rng.sample(filler, 1)[0].split()[:rng.randint(1, 5)]).rstrip('.,;:')}")
+            size += len(blocks[-1]) + 2
+        while size < per * (sec + 1):
+            p = rng.random()
+            if placed < 0 and size >= at:
+                # Sentences before the fact (at least CHUNK_DEPTH characters), a few after it.
+                before: list[str] = []
+                while sum(len(x) + 2 for x in before) < CHUNK_DEPTH + 80:
+                    before.append(rng.choice(filler))
+                after = [rng.choice(filler) for _ in range(rng.randint(1, 2))]
+                head = ". ".join(before) + ". "
+                block = head + fact + " " + ". ".join(after) + "."
+                placed = size + len(head)
+            elif p < 0.7:
+                block = ""
+                while len(block) < rng.randint(120, 900):
+                    block += rng.choice(filler) + ". "
+                block = block.strip()
+            elif p < 0.93:
+                block = "\n".join(f"- {rng.choice(filler)}" for _ in range(rng.randint(2, 7)))
+            else:
+                block = _code(rng)
+            blocks.append(block)
+            size += len(block) + 2
+    return "\n\n".join(blocks), placed
+
+
+def _deep_chunk_note(rng: random.Random, filler: list[str], note_id: str, title: str, fact: str) -> str:
+    """A long-tail body whose fact starts at least CHUNK_DEPTH characters into every chunk
+    that holds any of it, cut as the index cuts notes by default (another draw otherwise)."""
+    for _ in range(50):
+        body, at = _long_tail_body(rng, filler, fact)
+        assert body[at : at + len(fact)] == fact
+        holding = [c for c in chunk_note(note_id, title, body) if c.start < at + len(fact) and c.end > at]
+        if holding and all(at - c.start >= CHUNK_DEPTH for c in holding):
+            return body
+    raise RuntimeError(f"could not bury {fact[:40]!r} deep enough in a chunk")
+
+
 def build() -> dict[str, Any]:
     rng = random.Random("eval:1")
     notes = _background()
@@ -95,7 +164,18 @@ def build() -> dict[str, Any]:
             {"id": f"q{i}-x", "kind": "cross-language", "text": item.xquery, "relevant": [target], "lang": _lang(item.xquery)}
         )
     rng.shuffle(notes)
-    return {"version": 1, "notes": notes, "queries": queries}
+    deep_rng = random.Random("eval:deep-chunk:1")
+    added: list[dict[str, Any]] = []
+    for i, deep_item in enumerate(DEEP_ITEMS):
+        target = _id("deep-chunk", i)
+        body = _deep_chunk_note(deep_rng, filler, target, deep_item.title, deep_item.fact)
+        added.append({"id": target, "title": deep_item.title, "body": body, "tags": []})
+        added.append(
+            {"id": _id("deep-chunk-distractor", i), "title": deep_item.distractor_title, "body": deep_item.distractor, "tags": []}
+        )
+        queries.append({"id": f"d{i}-deep-chunk", "kind": "deep-chunk", "text": deep_item.query, "relevant": [target], "lang": "en"})
+    deep_rng.shuffle(added)
+    return {"version": 2, "notes": notes + added, "queries": queries}
 
 
 def main() -> None:
