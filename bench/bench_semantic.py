@@ -3,8 +3,9 @@
 Prints, with the local all-MiniLM-L6-v2 model on this machine:
 
 1. recall@5 and MRR@10 of keyword, semantic and hybrid search per query kind on the
-   evaluation set in ``bench/eval`` (torch fp32, torch int8 and the default onnx int8);
-2. embedding throughput in chunks per second and CPU seconds (the same three);
+   evaluation set in ``bench/eval`` (torch fp32, torch int8, the default onnx int8 and the
+   static model distilled from it);
+2. embedding throughput in chunks per second and CPU seconds (the same four);
 3. the time to index N notes of ``bench.corpus`` (10,000 unless ``--notes``;
    ``--quick`` indexes 1,000 and extrapolates);
 4. the time from an edit to the note being found by semantic search (in the top
@@ -37,7 +38,14 @@ from bench.corpus import generate, load
 from noteloom.app import App, open_app
 from noteloom.chunks import chunk_note
 from noteloom.config import load_settings
-from noteloom.embedders import Embedder, LocalEmbedder, OnnxEmbedder, default_cache_dir
+from noteloom.embedders import (
+    Embedder,
+    LocalEmbedder,
+    OnnxEmbedder,
+    StaticEmbedder,
+    default_cache_dir,
+    static_runtime_available,
+)
 from noteloom.errors import QueryError
 from noteloom.search import search_notes
 from noteloom.semantic import SemanticIndex, hybrid_search
@@ -358,11 +366,13 @@ def main() -> None:
     fp32 = LocalEmbedder()
     int8 = LocalEmbedder(quantize=True)
     onnx = OnnxEmbedder(cache_dir=default_cache_dir(os.environ))
+    # The static model distilled from it (runtime = "static"): the fast path, for its recall cost.
+    static = [(StaticEmbedder(cache_dir=default_cache_dir(os.environ)), "static")] if static_runtime_available() else []
     print(f"model: all-MiniLM-L6-v2; torch threads: {_torch_threads()}; cores: {os.cpu_count()}", flush=True)
 
     if "quality" in parts:
         print("\n1. retrieval quality on bench/eval (single relevant note per query)")
-        kinds = [(onnx, "onnx-int8")] if args.quick else [(fp32, "fp32"), (int8, "int8"), (onnx, "onnx-int8")]
+        kinds = [(onnx, "onnx-int8")] if args.quick else [(fp32, "fp32"), (int8, "int8"), (onnx, "onnx-int8"), *static]
         for emb, label in kinds:
             _timed(f"eval {label}", lambda e=emb, lab=label: evaluate(e, lab))
 
@@ -370,7 +380,7 @@ def main() -> None:
         texts = sample_chunks(400, 200 if args.quick else 400)
         avg = statistics.mean(len(t) for t in texts)
         print(f"\n2. embedding throughput ({len(texts)} corpus chunks, {avg:.0f} characters on average)")
-        for emb, label in ((fp32, "fp32"), (int8, "int8"), (onnx, "onnx-int8")):
+        for emb, label in ((fp32, "fp32"), (int8, "int8"), (onnx, "onnx-int8"), *static):
             rate, cpu = throughput(emb, texts)
             print(f"   {label}: {rate:.1f} chunks/s, {cpu:.1f} s CPU; load {os.getloadavg()[0]:.1f}", flush=True)
 
