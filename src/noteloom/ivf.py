@@ -62,11 +62,11 @@ class InvertedLists:
         self.index.sq.rangestat = faiss.ScalarQuantizer.RS_minmax
         self.index.sq.rangestat_arg = 0.1
         self.index.train(np.ascontiguousarray(sample, dtype=np.float32))
-        self.ids = np.zeros(0, dtype=np.int64)  # held ids, ascending
+        self.ids = np.zeros(0, dtype=np.int64)  # the ids held, in the order added
         self.n = 0
 
     def add(self, ids: Any, unit: Any) -> None:
-        """Add rows: ascending ids above every id held, and their unit vectors."""
+        """Add rows: ids not held yet, and their unit vectors."""
         import numpy as np
 
         if not len(ids):
