@@ -143,9 +143,9 @@ def search_notes(
     Raises :class:`~noteloom.errors.QueryError` for a malformed query.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, not {limit!r}")
+        raise InvalidInput(f"limit must be a whole number from 0 to {MAX_LIMIT}, not {limit!r}", field="limit")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidInput(f"offset must be a whole number from 0 up, not {offset!r}")
+        raise InvalidInput(f"offset must be a whole number from 0 up, not {offset!r}", field="offset")
     q = query if isinstance(query, Query) else parse_query(query, now_ms=now_ms)
     if limit == 0:
         return []

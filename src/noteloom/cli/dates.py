@@ -22,13 +22,13 @@ def parse_date(value: str, what: str = "date") -> int:
         parsed = datetime.fromisoformat(text.replace(" ", "T", 1) if " " in text else text)
     except ValueError:
         raise InvalidInput(
-            f"{what} {value!r} is not a date; write it as YYYY-MM-DD or YYYY-MM-DDTHH:MM"
+            f"{what} {value!r} is not a date; write it as YYYY-MM-DD or YYYY-MM-DDTHH:MM", field=what
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     ms = ms_of(parsed)  # exact, and defined where an offset carries the time past year 9999
     if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
-        raise InvalidInput(f"{what} {value!r} is outside {TIME_RANGE} in UTC; give a date within it")
+        raise InvalidInput(f"{what} {value!r} is outside {TIME_RANGE} in UTC; give a date within it", field=what)
     return ms
 
 

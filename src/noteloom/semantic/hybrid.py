@@ -131,7 +131,7 @@ def hybrid_search(
     if mode is None:
         mode = "hybrid" if built else "keyword"
     if mode != "keyword" and index is None:
-        raise InvalidInput("semantic search is off in this workspace; use mode 'keyword'")
+        raise InvalidInput("semantic search is off in this workspace; use mode 'keyword'", field="mode")
     q = parse_query(query)
     want = offset + limit + 1
     if mode == "keyword" or not q.positive_terms:

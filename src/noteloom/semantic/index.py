@@ -613,9 +613,9 @@ class SemanticIndex:
         embedded again (:meth:`query_vector`). ``conn`` runs it in the caller's read
         transaction."""
         if relevance not in self.thresholds:
-            raise InvalidInput(f"relevance {relevance!r} is not one of strict, normal, loose")
+            raise InvalidInput(f"relevance {relevance!r} is not one of strict, normal, loose", field="relevance")
         if not query.strip():
-            raise InvalidInput("the query is empty; say what to look for")
+            raise InvalidInput("the query is empty; say what to look for", field="query")
         floor = self.thresholds[relevance]
         candidates = _candidates(notebook_ids, tag, notes)
         given = conn

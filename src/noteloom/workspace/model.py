@@ -119,9 +119,9 @@ class TrashItem:
     deleted_time: int
 
 
-def check_id(value: str, what: str = "id") -> str:
+def check_id(value: str, what: str = "id", field: str | None = None) -> str:
     if not isinstance(value, str) or not _ID_RE.match(value):
-        raise InvalidInput(f"{what} {value!r} is not a noteloom id (32 lowercase hex characters)")
+        raise InvalidInput(f"{what} {value!r} is not a noteloom id (32 lowercase hex characters)", field=field)
     return value
 
 
@@ -142,37 +142,40 @@ def _note_from_row(row: Any, tags: Sequence[str] = ()) -> Note:
     )
 
 
-def _clean_title(title: str, what: str) -> str:
+def _clean_title(title: str, what: str, field: str = "title") -> str:
     if not isinstance(title, str):
-        raise InvalidInput(f"{what} must be text")
+        raise InvalidInput(f"{what} must be text", field=field)
     if "\x00" in title:
-        raise InvalidInput(f"{what} contains a NUL character")
+        raise InvalidInput(f"{what} contains a NUL character", field=field)
     cleaned = " ".join(title.split())
     if not cleaned:
-        raise InvalidInput(f"{what} must not be empty")
+        raise InvalidInput(f"{what} must not be empty", field=field)
     if len(cleaned) > 1000:
-        raise InvalidInput(f"{what} is {len(cleaned)} characters long; keep it under 1000")
+        raise InvalidInput(f"{what} is {len(cleaned)} characters long; keep it under 1000", field=field)
     return cleaned
 
 
 def _check_text(value: str, what: str) -> None:
+    """``what``: the field's name (``title``, ``body``)."""
     if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be text")
+        raise InvalidInput(f"{what} must be text", field=what)
     if "\x00" in value:
-        raise InvalidInput(f"{what} contains a NUL character")
+        raise InvalidInput(f"{what} contains a NUL character", field=what)
     bad = surrogate_in(value)
     if bad is not None:
         # Neither SQLite nor PostgreSQL can store it (no UTF-8 encoding exists).
-        raise InvalidInput(f"{what} contains a lone UTF-16 surrogate ({bad}); send valid Unicode text")
+        raise InvalidInput(f"{what} contains a lone UTF-16 surrogate ({bad}); send valid Unicode text", field=what)
 
 
 def _check_time(value: int | None, what: str) -> int | None:
+    """``what``: the field's name (``todo_due``)."""
     if value is None or value == 0:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or not MIN_TIME_MS < value <= MAX_TIME_MS:
         raise InvalidInput(
             f"{what} must be a time in milliseconds from {TIME_RANGE} "
-            f"({MIN_TIME_MS} … {MAX_TIME_MS}), not {value!r}"
+            f"({MIN_TIME_MS} … {MAX_TIME_MS}), not {value!r}",
+            field=what,
         )
     return value
 

@@ -37,7 +37,7 @@ class Notebooks(Store):
         conn: Connection | None = None,
     ) -> Notebook:
         title = _clean_title(title, "notebook title")
-        nid = check_id(id, "notebook id") if id else new_id()
+        nid = check_id(id, "notebook id", "id") if id else new_id()
         t = now_ms()
         with self._w(conn) as c:
             if parent_id is not None:
@@ -174,7 +174,7 @@ class Notebooks(Store):
                 if parent_id is not None:
                     self._live_notebook(c, parent_id)
                     if notebook_id in {b.id for b in self.notebook_path(parent_id, conn=c)}:
-                        raise InvalidInput("a notebook cannot be moved inside itself or its own sub-notebook")
+                        raise InvalidInput("a notebook cannot be moved inside itself or its own sub-notebook", field="parent_id")
                 values["parent_id"] = parent_id
             c.execute(db.notebooks.update().where(db.notebooks.c.id == notebook_id).values(**values))
             return self.get_notebook(notebook_id, conn=c)

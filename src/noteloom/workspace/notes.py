@@ -59,7 +59,7 @@ class Notes(Notebooks):
         updated_time: int | None = None,
         conn: Connection | None = None,
     ) -> Note:
-        nid = check_id(id, "note id") if id else new_id()
+        nid = check_id(id, "note id", "id") if id else new_id()
         _check_text(title, "title")
         _check_text(body, "body")
         t = now_ms()
@@ -284,14 +284,14 @@ class Notes(Notebooks):
         return [x for x in tags if x.note_count > 0] if used_only else tags
 
     def ensure_tag(self, title: str, *, id: str | None = None, conn: Connection | None = None) -> Tag:
-        title = _clean_title(title, "tag")
+        title = _clean_title(title, "tag", "tag")
         key = title.lower()
         with self._w(conn) as c:
             row = c.execute(sa.select(db.tags).where(db.tags.c.title_key == key)).first()
             if row is not None:
                 return Tag(row.id, row.title)
             t = now_ms()
-            tid = check_id(id, "tag id") if id else new_id()
+            tid = check_id(id, "tag id", "id") if id else new_id()
             c.execute(
                 db.tags.insert(),
                 {"id": tid, "title": title, "title_key": key, "created_time": t, "updated_time": t},
@@ -312,7 +312,7 @@ class Notes(Notebooks):
         with self._w(conn) as c:
             self._live_note(c, note_id)
             for title in titles:
-                key = _clean_title(title, "tag").lower()
+                key = _clean_title(title, "tag", "tag").lower()
                 row = c.execute(sa.select(db.tags).where(db.tags.c.title_key == key)).first()
                 if row is None:
                     if not create_missing:
@@ -440,7 +440,7 @@ class Notes(Notebooks):
         ext = Path(filename).suffix.lower()
         if not re.fullmatch(r"\.[a-z0-9]{1,10}", ext):
             ext = ""
-        return self.attachments_dir / f"{check_id(attachment_id, 'attachment id')}{ext}"
+        return self.attachments_dir / f"{check_id(attachment_id, 'attachment id', 'attachment_id')}{ext}"
 
     def add_attachment(
         self,
@@ -456,7 +456,7 @@ class Notes(Notebooks):
         conn: Connection | None = None,
     ) -> Attachment:
         """Store a file under the data directory and link it to a note."""
-        aid = check_id(id, "attachment id") if id else new_id()
+        aid = check_id(id, "attachment id", "id") if id else new_id()
         safe_name = Path(filename.replace("\\", "/")).name or "file"
         mime = mime or mimetypes.guess_type(safe_name)[0] or "application/octet-stream"
         dest = self.attachment_path(aid, safe_name)
