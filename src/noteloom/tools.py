@@ -10,9 +10,11 @@ Surfaces never hold tool logic: they list ``registry.enabled(...)`` and call
 The failures of a call, decided once here:
 
 - the arguments do not fit the schema → ``ToolArgumentError`` (a ``ToolError``);
-- ``ToolError`` and the domain errors in :data:`RECOVERABLE` (missing, conflicting,
-  malformed, a bad query or section, an embedder down, a setting to fix) → ``ToolError``
-  with the domain's message: the model reads it, MCP returns it as ``isError``;
+- ``ToolError`` and the domain errors that :data:`TOOL_ERRORS` calls recoverable
+  (missing, conflicting, busy, malformed, a bad query or section, a service or embedder
+  down, a setting to fix) → ``ToolError`` with the domain's message (:func:`tool_message`:
+  bad input led by its field, a wait to try again after): the model reads it, MCP returns
+  it as ``isError``;
 - anything else is a bug: logged here with its stack and raised as ``ToolFailure``,
   which MCP answers -32603 and the model reads as a short "internal error".
 """
@@ -28,12 +30,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from noteloom.errors import (
+    AuthError,
+    Busy,
     ConfigError,
+    Conflict,
+    EmbedderUnavailable,
     EmbeddingError,
+    ImportExportError,
+    InvalidInput,
     NoteloomError,
+    NotFound,
     QueryError,
     SectionError,
+    StorageError,
+    Unavailable,
     WorkspaceError,
+    mapped,
 )
 from noteloom.jsonvalues import find_problem
 from noteloom.workspace import Notebook, User, Workspace
@@ -53,8 +65,6 @@ NoteNamer = Callable[[str], str]
 #: A plain-language line for one call: ``(args, name_note) -> text``.
 Describer = Callable[[Mapping[str, Any], NoteNamer], str]
 
-#: Domain errors a model can act on (search again, fix an argument, tell the user).
-RECOVERABLE: tuple[type[NoteloomError], ...] = (WorkspaceError, QueryError, SectionError, EmbeddingError, ConfigError)
 
 ENABLED_KEY = "tool.{name}.enabled"
 SCOPE_KEY = "tools.scope"
@@ -76,6 +86,45 @@ class ToolFailure(Exception):
     """A tool failed in a way no tool should: a bug, logged with its stack where it happened.
 
     Deliberately not a ``NoteloomError``: nothing about it is meant for the model."""
+
+
+ToolOutcome = Literal["recoverable", "bug"]
+
+#: What the caller of a tool (the chat's model, an MCP client) gets for each error raised in
+#: its handler, looked up along the error's MRO: ``recoverable`` → a ``ToolError`` with the
+#: error's text (MCP: a result with ``isError``), which the model can act on (search again,
+#: fix an argument, start a service, tell the user); ``bug`` → ``ToolFailure``. The errors
+#: of the layers above (a provider's) are bugs when a tool raises them: the root's entry.
+TOOL_ERRORS: dict[type[BaseException], ToolOutcome] = {
+    NoteloomError: "bug",
+    ConfigError: "recoverable",
+    StorageError: "bug",
+    Unavailable: "recoverable",
+    EmbedderUnavailable: "recoverable",
+    WorkspaceError: "recoverable",
+    NotFound: "recoverable",
+    Conflict: "recoverable",
+    Busy: "recoverable",
+    InvalidInput: "recoverable",
+    QueryError: "recoverable",
+    EmbeddingError: "recoverable",
+    SectionError: "recoverable",
+    ImportExportError: "bug",
+    AuthError: "bug",
+    ToolError: "recoverable",
+    ToolArgumentError: "recoverable",
+    UnknownTool: "bug",
+}
+
+
+def tool_message(exc: NoteloomError) -> str:
+    """The text a model (or an MCP client) reads for a recoverable error: bad input led by
+    the field it names, and when waiting helps, how long."""
+    if isinstance(exc, InvalidInput):
+        return exc.led_by_field()
+    if isinstance(exc, Unavailable | Busy) and exc.retry_after is not None and exc.retry_after > 0:
+        return f"{exc}; try again in {max(1, round(exc.retry_after))} s"
+    return str(exc)
 
 
 def never(args: Mapping[str, Any]) -> bool:
@@ -441,8 +490,11 @@ async def call_tool(ctx: ToolContext, tool: ToolDef, args: Any) -> ToolResult:
         result = await tool.handler(ctx, checked)
     except ToolError:
         raise
-    except RECOVERABLE as exc:
-        raise ToolError(str(exc)) from exc
+    except NoteloomError as exc:
+        if mapped(TOOL_ERRORS, exc) == "recoverable":
+            raise ToolError(tool_message(exc)) from exc
+        log.exception("tool %s failed on %r", tool.name, checked)
+        raise ToolFailure(internal_error(tool.name)) from exc
     except Exception as exc:
         log.exception("tool %s failed on %r", tool.name, checked)
         raise ToolFailure(internal_error(tool.name)) from exc

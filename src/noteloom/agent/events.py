@@ -16,7 +16,7 @@ from typing import Any, Literal, assert_never, get_args
 
 import anyio
 
-from noteloom.errors import ConfigError
+from noteloom.errors import ConfigError, InvalidInput
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 
 # Re-exported: the policy vocabulary lives in noteloom.policy (the tools layer).
@@ -102,7 +102,7 @@ class Budgets:
             raise ConfigError(f"[agent] has no setting {unknown[0]!r}; known settings: {', '.join(sorted(known))}")
         try:
             return cls.checked(**table)
-        except ValueError as exc:
+        except InvalidInput as exc:
             raise ConfigError(f"[agent] {exc}") from None
 
     @classmethod
@@ -113,10 +113,10 @@ class Budgets:
         max_cost: Any = None,
         time_limit: Any = None,
     ) -> Budgets:
-        """Budgets from loose values (a file, a form, the command line); ``ValueError`` names the bad one."""
+        """Budgets from loose values (a file, a form, the command line); ``InvalidInput`` names the bad one."""
         for name, value in (("max_steps", max_steps), ("max_output_tokens", max_output_tokens)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a whole number above 0, not {value!r}")
+                raise InvalidInput(f"{name} must be a whole number above 0, not {value!r}", field=name)
         cost: Decimal | None = None
         if max_cost is not None:
             try:
@@ -124,12 +124,12 @@ class Budgets:
             except ArithmeticError:
                 cost = Decimal("NaN")
             if not cost.is_finite() or cost < 0:
-                raise ValueError(f"max_cost must be an amount in USD of 0 or more, not {max_cost!r}")
+                raise InvalidInput(f"max_cost must be an amount in USD of 0 or more, not {max_cost!r}", field="max_cost")
         if time_limit is not None and (
             isinstance(time_limit, bool) or not isinstance(time_limit, int | float)
             or not math.isfinite(time_limit) or time_limit <= 0
         ):
-            raise ValueError(f"time_limit must be a number of seconds above 0, not {time_limit!r}")
+            raise InvalidInput(f"time_limit must be a number of seconds above 0, not {time_limit!r}", field="time_limit")
         return cls(max_steps, max_output_tokens, cost, None if time_limit is None else float(time_limit))
 
     def over(self, below: Budgets) -> Budgets:

@@ -283,11 +283,11 @@ def format_usd(amount: Decimal) -> str:
 
 def _clean_title(title: str) -> str:
     if not isinstance(title, str):
-        raise InvalidInput("title must be text")
+        raise InvalidInput("title must be text", field="title")
     cleaned = " ".join(title.split())
     if not cleaned:
-        raise InvalidInput("title must not be empty")
+        raise InvalidInput("title must not be empty", field="title")
     if len(cleaned) > TITLE_MAX:
-        raise InvalidInput(f"title is {len(cleaned)} characters long; keep it under {TITLE_MAX}")
+        raise InvalidInput(f"title is {len(cleaned)} characters long; keep it under {TITLE_MAX}", field="title")
     return cleaned
 

@@ -76,50 +76,61 @@ class Controls:
         names = {f.name for f in fields(self)}
         unknown = sorted(set(changes) - names)
         if unknown:
-            raise InvalidInput(f"unknown control {unknown[0]!r}; known controls: {', '.join(sorted(names))}")
+            raise InvalidInput(f"unknown control {unknown[0]!r}; known controls: {', '.join(sorted(names))}",
+                               field=unknown[0])
         return check_controls(replace(self, **changes))
 
 
 def check_controls(c: Controls) -> Controls:
     """``c`` if every control is in range; ``InvalidInput`` naming the first one that is not."""
     if c.model is not None and (not isinstance(c.model, str) or not c.model.strip() or len(c.model) > 200):
-        raise InvalidInput(f"model {c.model!r} is not a model name; write it as provider:model, e.g. echo:echo")
+        raise InvalidInput(f"model {c.model!r} is not a model name; write it as provider:model, e.g. echo:echo",
+                           field="model")
     if c.temperature is not None and not _number_in(c.temperature, 0.0, 2.0):
-        raise InvalidInput(f"temperature {c.temperature!r} is out of range; use a number from 0 to 2")
+        raise InvalidInput(f"temperature {c.temperature!r} is out of range; use a number from 0 to 2",
+                           field="temperature")
     if c.top_p is not None and not _number_in(c.top_p, 0.0, 1.0):
-        raise InvalidInput(f"top_p {c.top_p!r} is out of range; use a number from 0 to 1")
+        raise InvalidInput(f"top_p {c.top_p!r} is out of range; use a number from 0 to 1", field="top_p")
     if c.max_tokens is not None and (
         isinstance(c.max_tokens, bool) or not isinstance(c.max_tokens, int) or not 1 <= c.max_tokens <= 1_000_000
     ):
-        raise InvalidInput(f"max_tokens {c.max_tokens!r} is out of range; use a whole number from 1 to 1000000")
+        raise InvalidInput(f"max_tokens {c.max_tokens!r} is out of range; use a whole number from 1 to 1000000",
+                           field="max_tokens")
     if c.thinking_level is not None and c.thinking_level not in THINKING_LEVELS:
         raise InvalidInput(
-            f"thinking_level {c.thinking_level!r} is unknown; use one of {', '.join(THINKING_LEVELS)}"
+            f"thinking_level {c.thinking_level!r} is unknown; use one of {', '.join(THINKING_LEVELS)}",
+            field="thinking_level",
         )
     if c.instructions is not None and len(c.instructions) > 20_000:
-        raise InvalidInput(f"instructions are {len(c.instructions)} characters long; keep them under 20000")
+        raise InvalidInput(f"instructions are {len(c.instructions)} characters long; keep them under 20000",
+                           field="instructions")
     for name in ("workspace_tools", "workspace_writes"):
         if not isinstance(getattr(c, name), bool):
-            raise InvalidInput(f"{name} must be true or false, not {getattr(c, name)!r}")
+            raise InvalidInput(f"{name} must be true or false, not {getattr(c, name)!r}", field=name)
     if c.max_steps is not None and not (isinstance(c.max_steps, int) and not isinstance(c.max_steps, bool)
                                         and 1 <= c.max_steps <= 1000):
-        raise InvalidInput(f"max_steps {c.max_steps!r} is out of range; use a whole number from 1 to 1000")
+        raise InvalidInput(f"max_steps {c.max_steps!r} is out of range; use a whole number from 1 to 1000",
+                           field="max_steps")
     if c.time_limit is not None and not _number_in(c.time_limit, 1.0, 86_400.0):
-        raise InvalidInput(f"time_limit {c.time_limit!r} is out of range; use a number of seconds from 1 to 86400")
+        raise InvalidInput(f"time_limit {c.time_limit!r} is out of range; use a number of seconds from 1 to 86400",
+                           field="time_limit")
     if not isinstance(c.tool_policies, dict) or len(c.tool_policies) > 200:
-        raise InvalidInput("tool_policies must be an object of tool name to \"auto\", \"confirm\" or \"deny\"")
+        raise InvalidInput("tool_policies must be an object of tool name to \"auto\", \"confirm\" or \"deny\"",
+                           field="tool_policies")
     for name, value in c.tool_policies.items():
         if not isinstance(name, str) or not 0 < len(name) <= 100 or value not in POLICIES:
             raise InvalidInput(
-                f"tool_policies: {name!r} = {value!r}; give a tool's name and one of {', '.join(POLICIES)}"
+                f"tool_policies: {name!r} = {value!r}; give a tool's name and one of {', '.join(POLICIES)}",
+                field="tool_policies",
             )
     if c.max_cost is not None:
         try:
             cost = Budgets.checked(max_cost=c.max_cost).max_cost
-        except ValueError:
+        except InvalidInput:
             cost = None
         if cost is None or cost > 1_000_000:
-            raise InvalidInput(f"max_cost {c.max_cost!r} is not an amount in USD; write it as a decimal string, e.g. \"0.10\"")
+            raise InvalidInput(f"max_cost {c.max_cost!r} is not an amount in USD; write it as a decimal string, e.g. \"0.10\"",
+                           field="max_cost")
         # One spelling per amount, and it fits the column.
         c = replace(c, max_cost=format(cost.normalize(), "f"), time_limit=None if c.time_limit is None else float(c.time_limit))
     elif c.time_limit is not None:

@@ -35,7 +35,7 @@ from noteloom.chat.records import (
 from noteloom.chat.turns import TurnRunner
 from noteloom.chat.views import conversation_view, edit_view, message_view, usd
 from noteloom.chat.wiring import ChatSettings, Host, Stores, providers_of
-from noteloom.errors import ConfigError, InvalidInput, NotFound
+from noteloom.errors import ConfigError, InvalidInput, NotFound, Unavailable
 from noteloom.workspace import Note, User
 
 T = TypeVar("T")
@@ -132,7 +132,7 @@ class ChatService:
         try:
             _, _, canonical = self.runner.resolve_model(address)
         except ConfigError as exc:
-            raise InvalidInput(f"model {address!r} cannot be used: {exc}") from None
+            raise InvalidInput(f"model {address!r} cannot be used: {exc}", field="model") from None
         return canonical
 
     def models(self) -> dict[str, Any]:
@@ -173,12 +173,12 @@ class ChatService:
     ) -> SendResult:
         """Store the message and start its turn in the background (or run a slash command)."""
         if not isinstance(text, str) or not text.strip():
-            raise InvalidInput("message must not be empty")
+            raise InvalidInput("message must not be empty", field="message")
         if len(text) > MESSAGE_MAX:
-            raise InvalidInput(f"message is {len(text)} characters long; keep it under {MESSAGE_MAX}")
+            raise InvalidInput(f"message is {len(text)} characters long; keep it under {MESSAGE_MAX}", field="message")
         command = parse_command(text)
         if command is None and not self.runner.accepting:
-            raise ConfigError("the chat's turn runner is not running; start noteloom with `noteloom serve`")
+            raise Unavailable("the chat's turn runner is not running; start noteloom with `noteloom serve`")
         if controls and controls.get("model"):
             await _thread(self.check_model, controls["model"])
         if command is not None:
@@ -221,18 +221,20 @@ class ChatService:
     def _note_context(self, note_id: str | None, selection: tuple[int, int] | None, c: Any) -> NoteContext | None:
         if note_id is None:
             if selection is not None:
-                raise InvalidInput("note_context.selection needs note_context.note_id")
+                raise InvalidInput("note_context.selection needs note_context.note_id", field="note_context.selection")
             return None
         try:
             note: Note = self.host.workspace.get_note(note_id, conn=c)
         except NotFound:
-            raise InvalidInput(f"note_context.note_id: note {note_id!r} does not exist or is in the trash") from None
+            raise InvalidInput(f"note_context.note_id: note {note_id!r} does not exist or is in the trash",
+                               field="note_context.note_id") from None
         if selection is None:
             return NoteContext(note.id)
         start, end = selection
         if not 0 <= start <= end <= len(note.body):
             raise InvalidInput(
-                f"note_context.selection: {start}..{end} is outside the note (0..{len(note.body)} characters)"
+                f"note_context.selection: {start}..{end} is outside the note (0..{len(note.body)} characters)",
+                field="note_context.selection",
             )
         if start == end:
             return NoteContext(note.id)
@@ -314,7 +316,7 @@ class ChatService:
     async def confirm(self, user: User, message_id: str, decision: Literal["approve", "decline"]) -> dict[str, Any]:
         """Approve or decline the tool call a turn waits on; the same message continues."""
         if not self.runner.accepting:
-            raise ConfigError("the chat's turn runner is not running; start noteloom with `noteloom serve`")
+            raise Unavailable("the chat's turn runner is not running; start noteloom with `noteloom serve`")
 
         def decide() -> int:
             with self.host.workspace.write() as c:
@@ -329,7 +331,8 @@ class ChatService:
         """The turn's events after ``after_seq``, live while it runs; ends once it has settled."""
         msg = await _thread(self.stores.transcript.get, user.id, message_id)
         if msg.role != "assistant":
-            raise InvalidInput(f"message {message_id!r} is the user's; its answer is the message after it")
+            raise InvalidInput(f"message {message_id!r} is the user's; its answer is the message after it",
+                               field="message_id")
         last = after_seq
         engine = self.host.workspace.engine
 

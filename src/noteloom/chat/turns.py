@@ -70,7 +70,7 @@ from noteloom.chat.transcript import INTERRUPTED
 from noteloom.chat.views import edit_view, usd
 from noteloom.chat.wiring import SYSTEM_PROMPT_KEY, ChatSettings, Host, Stores, providers_of
 from noteloom.db import now_ms
-from noteloom.errors import ConfigError, NoteloomError, NotFound
+from noteloom.errors import Busy, ConfigError, NoteloomError, NotFound, Unavailable, mapped
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.providers.base import Provider
 from noteloom.providers.registry import ProviderRegistry
@@ -78,6 +78,14 @@ from noteloom.tools import ToolContext, ToolDef, ToolError
 from noteloom.workspace import User
 
 log = logging.getLogger("noteloom.chat")
+
+#: The stored error code of a turn that a noteloom error stopped before its model answered
+#: (along the error's MRO): no model to use, or none reachable, is ``model_unavailable``.
+TURN_ERRORS: dict[type[BaseException], str] = {
+    NoteloomError: "chat_error",
+    ConfigError: "model_unavailable",
+    Unavailable: "model_unavailable",
+}
 
 _STATUS: dict[StopReason, MessageStatus] = {
     "end_turn": "complete",
@@ -238,7 +246,7 @@ class TurnRunner:
     def start(self, message_id: str, first_seq: int = 1) -> LiveTurn:
         """Run the turn of ``message_id`` in the background (the row is ``running`` already)."""
         if self._tg is None:
-            raise ConfigError("the chat's turn runner is not running; start noteloom with `noteloom serve`")
+            raise Unavailable("the chat's turn runner is not running; start noteloom with `noteloom serve`")
         live = self._register(message_id, first_seq)
         self._tg.start_soon(self._guarded, message_id, live)
         return live
@@ -252,7 +260,7 @@ class TurnRunner:
 
     def _register(self, message_id: str, first_seq: int) -> LiveTurn:
         if self.live.get(message_id) is not None:
-            raise ConfigError(f"message {message_id!r} is running in this process already")
+            raise Busy(f"message {message_id!r} is running in this process already; wait for it to settle")
         live = LiveTurn(message_id, first_seq)
         self.live.add(live)
         return live
@@ -296,7 +304,7 @@ class TurnRunner:
                     live.emit("status", {"status": "running", "resumed": prep.decision is not None})
                     outcome = await self._agent(prep, live, token)
                 except NoteloomError as exc:
-                    outcome = self._failed(prep, "model_unavailable" if isinstance(exc, ConfigError) else "chat_error", str(exc))
+                    outcome = self._failed(prep, mapped(TURN_ERRORS, exc), str(exc))
                 except Exception:
                     log.exception("chat turn %s failed", live.message_id)
                     outcome = self._failed(prep, "internal_error", "Something went wrong on our side (it was logged). Try again.")

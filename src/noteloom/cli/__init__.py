@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from noteloom.cli.common import LOGS, fail, terminal_logging, unexpected
+from noteloom.cli.common import LOGS, fail_with, terminal_logging, unexpected
 from noteloom.cli.terminal import guard
 
 cli = typer.Typer(
@@ -57,7 +57,7 @@ def main() -> None:
     try:
         cli()
     except NoteloomError as exc:
-        fail(str(exc))
+        fail_with(exc)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # a bug: one line here, the stack in the log (or on stderr with --verbose)

@@ -34,7 +34,8 @@ from noteloom.agent import (
 from noteloom.agent.framing import fence
 from noteloom.agent.steps import StepJoiner, visible_text
 from noteloom.app import App
-from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
+from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, fail_with, opened, print_json
+from noteloom.errors import InvalidInput
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.policy import POLICIES, Policy
 from noteloom.providers import THINKING_LEVELS, Provider, ProviderRegistry, ThinkingLevel
@@ -392,11 +393,10 @@ def _budgets(max_cost: str | None, max_steps: int | None, max_tokens: int | None
     try:
         return Budgets.checked(max_steps=max_steps, max_output_tokens=max_tokens, max_cost=max_cost,
                                time_limit=timeout)
-    except ValueError as exc:
-        names = {"max_steps": "--max-steps", "max_output_tokens": "--max-tokens", "max_cost": "--max-cost",
-                 "time_limit": "--timeout"}
-        name, _, rest = str(exc).partition(" ")
-        fail(f"{names.get(name, name)} {rest}", 2)
+    except InvalidInput as exc:
+        options = {"max_steps": "--max-steps", "max_output_tokens": "--max-tokens", "max_cost": "--max-cost",
+                   "time_limit": "--timeout"}
+        fail_with(exc, options)
 
 
 def decide_call(description: str, approve_all: bool) -> Decision:

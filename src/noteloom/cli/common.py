@@ -1,4 +1,5 @@
-"""What every command shares: opening the workspace, printing JSON, failing with one line.
+"""What every command shares: opening the workspace, printing JSON, failing with one line
+and the exit code its error maps to (:data:`EXIT_CODES`).
 
 Everything a command prints goes through ``noteloom.cli.terminal`` (installed for every
 command), so no print site needs to clean what it shows."""
@@ -10,7 +11,7 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
 from logging.handlers import RotatingFileHandler
@@ -18,16 +19,105 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import typer.core
+
+# typer 0.28 carries its own copy of click: the running command's context is in that copy.
+from typer._click.globals import get_current_context
 
 from noteloom.app import App, open_app
 from noteloom.cli.terminal import json_text
 from noteloom.config import default_data_dir, load_settings
-from noteloom.errors import NoteloomError
+from noteloom.errors import (
+    AuthError,
+    Busy,
+    ConfigError,
+    Conflict,
+    EmbedderUnavailable,
+    EmbeddingError,
+    ImportExportError,
+    InvalidInput,
+    NoteloomError,
+    NotFound,
+    QueryError,
+    SectionError,
+    StorageError,
+    Unavailable,
+    WorkspaceError,
+    mapped,
+)
+from noteloom.providers.errors import ProviderError
+from noteloom.tools import ToolArgumentError, ToolError, UnknownTool
+
+#: A command that failed: it could not be done (the message says why).
+FAILED = 1
+#: A value given on the command line is wrong; as click's own usage errors.
+USAGE = 2
+#: A service the command needs is not running or cannot be reached (sysexits' EX_UNAVAILABLE).
+UNAVAILABLE = 69
+#: Other work holds what the command needs: run it again later (sysexits' EX_TEMPFAIL).
+TRY_AGAIN = 75
+
+#: The exit code of a command an error stopped, looked up along the error's MRO. Bad input
+#: that names an option of the command exits with ``USAGE`` and names the option
+#: (:func:`fail_with`); other bad input (a value read from a file, an id that matches
+#: nothing) is a ``FAILED`` command, as it always was.
+EXIT_CODES: dict[type[BaseException], int] = {
+    NoteloomError: FAILED,
+    ConfigError: FAILED,
+    StorageError: FAILED,
+    Unavailable: UNAVAILABLE,
+    EmbedderUnavailable: UNAVAILABLE,
+    WorkspaceError: FAILED,
+    NotFound: FAILED,
+    Conflict: FAILED,
+    Busy: TRY_AGAIN,
+    InvalidInput: FAILED,
+    QueryError: FAILED,
+    EmbeddingError: FAILED,
+    SectionError: FAILED,
+    ImportExportError: FAILED,
+    AuthError: FAILED,
+    ToolError: FAILED,
+    ToolArgumentError: FAILED,
+    UnknownTool: FAILED,
+    ProviderError: FAILED,
+}
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
+def fail(message: str, code: int = FAILED) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise SystemExit(code)
+
+
+def fail_with(exc: NoteloomError, options: Mapping[str, str] | None = None) -> NoReturn:
+    """One line for ``exc`` and its exit code. Bad input whose field is an option of the
+    running command (or one of ``options``, field → option) is told as that option:
+    ``--max-cost must be …``, exit code ``USAGE``."""
+    message, code = str(exc), mapped(EXIT_CODES, exc)
+    if isinstance(exc, InvalidInput) and exc.field is not None:
+        option = _option_of(exc.field, options or {})
+        if option is not None:
+            code = USAGE
+            if option != exc.field:
+                name = exc.field
+                message = f"{option}{message[len(name):]}" if message.startswith(name + " ") else f"{option}: {message}"
+    fail(message, code)
+
+
+def _option_of(field: str, options: Mapping[str, str]) -> str | None:
+    """How the command line spells ``field``: ``--limit`` for ``limit`` when the running
+    command has that option, ``TITLE`` for an argument; ``None`` when it takes no such value."""
+    if field in options:
+        return options[field]
+    if field.startswith("-"):
+        return field  # named as the option already (``--due``)
+    ctx = get_current_context(silent=True)
+    for param in ctx.command.params if ctx is not None else ():
+        if param.name == field:
+            if isinstance(param, typer.core.TyperOption):
+                return max(param.opts, key=len)
+            return field.upper()  # an argument, as --help shows it
+    return None
 
 
 # -- logs: one line on the terminal, the details in the data folder's log ------------------
@@ -151,11 +241,11 @@ def opened(home: Path | None = None, *, create: bool = False) -> Iterator[App]:
             log_to_file(where)
         app = open_app(settings)
     except NoteloomError as exc:
-        fail(str(exc))
+        fail_with(exc)
     try:
         yield app
     except NoteloomError as exc:
-        fail(str(exc))
+        fail_with(exc)
     finally:
         app.close()
 

@@ -2,8 +2,10 @@
 handlers, the acting user, and a note as JSON.
 
 Errors are ``{"error": code, "message": text}`` (plus ``field`` for bad input): 404
-missing (or someone else's), 409 a clash with the current state, 422 bad input, 503
-a service that is not running. Domain errors are mapped once, here.
+missing (or someone else's), 409 a clash with the current state (``busy`` with
+``Retry-After`` when other work holds it), 422 bad input naming the field, 503 a service
+that is not running (``Retry-After`` when waiting helps). Domain errors are mapped once,
+here, by :data:`HTTP_ERRORS`.
 
 Bodies are checked before their models: Python's JSON parser takes ``NaN``,
 ``1e999``, integers of any size and lone surrogates, which pydantic lets through to
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Request
@@ -26,8 +29,27 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException
 
-from noteloom.errors import AuthError, ConfigError, Conflict, InvalidInput, NoteloomError, NotFound
+from noteloom.errors import (
+    AuthError,
+    Busy,
+    ConfigError,
+    Conflict,
+    EmbedderUnavailable,
+    EmbeddingError,
+    ImportExportError,
+    InvalidInput,
+    NoteloomError,
+    NotFound,
+    QueryError,
+    SectionError,
+    StorageError,
+    Unavailable,
+    WorkspaceError,
+    mapped,
+)
 from noteloom.jsonvalues import MAX_SAFE_INTEGER, dumps, dumps_bytes, find_problem
+from noteloom.providers.errors import ProviderError
+from noteloom.tools import ToolArgumentError, ToolError, UnknownTool
 from noteloom.workspace import Note, User
 
 log = logging.getLogger("noteloom.web.api")
@@ -39,9 +61,6 @@ IdPath = Annotated[str, Path(pattern=ID_PATTERN, description="A 32-character low
 MAX_COUNT = MAX_SAFE_INTEGER
 #: Text in queries holds no NUL: PostgreSQL refuses it, and no title or message has one.
 NO_NUL = r"^[^\x00]*$"
-# Domain messages start with the value they are about ("note_context.note_id: …", "title must …").
-_LEADING_FIELD = re.compile(r"^([a-z_]+(?:\.[a-z_]+)*)[: ]")
-_NOT_FIELDS = frozenset({"a", "an", "the", "no", "unknown", "nothing", "this", "there"})
 
 
 class StrictModel(BaseModel):
@@ -67,8 +86,44 @@ class NoteOut(BaseModel):
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "Missing, or someone else's."},
-    409: {"model": ErrorOut, "description": "Clashes with the current state."},
+    409: {"model": ErrorOut, "description": "Clashes with the current state; `busy` (with `Retry-After`): try again later."},
     422: {"model": ErrorOut, "description": "Bad input; `field` names it."},
+    503: {"model": ErrorOut, "description": "A service this needs is not running here (`Retry-After` when waiting helps)."},
+}
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    """What the API answers for one class of error."""
+
+    status: int
+    error: str
+
+
+#: The one mapping of noteloom's errors to HTTP, looked up along an error's MRO. Every
+#: class of the tree has its entry (a test walks the tree); a plugin's own subclass answers
+#: as its nearest ancestor. ``field`` (422) and ``Retry-After`` come from the error's
+#: attributes, never from its message.
+HTTP_ERRORS: dict[type[BaseException], HttpAnswer] = {
+    NoteloomError: HttpAnswer(400, "bad_request"),
+    ConfigError: HttpAnswer(503, "misconfigured"),
+    StorageError: HttpAnswer(500, "storage_error"),
+    Unavailable: HttpAnswer(503, "unavailable"),
+    EmbedderUnavailable: HttpAnswer(503, "unavailable"),
+    WorkspaceError: HttpAnswer(400, "bad_request"),
+    NotFound: HttpAnswer(404, "not_found"),
+    Conflict: HttpAnswer(409, "conflict"),
+    Busy: HttpAnswer(409, "busy"),
+    InvalidInput: HttpAnswer(422, "invalid_input"),
+    QueryError: HttpAnswer(400, "bad_query"),
+    EmbeddingError: HttpAnswer(502, "embedder_failed"),
+    SectionError: HttpAnswer(400, "bad_section"),
+    ImportExportError: HttpAnswer(400, "import_export_failed"),
+    AuthError: HttpAnswer(401, "unauthorized"),
+    ToolError: HttpAnswer(400, "tool_error"),
+    ToolArgumentError: HttpAnswer(400, "tool_error"),
+    UnknownTool: HttpAnswer(404, "not_found"),
+    ProviderError: HttpAnswer(502, "provider_error"),
 }
 
 
@@ -99,36 +154,33 @@ async def checked_body(request: Request) -> None:
 
 
 class ApiError(Exception):
-    """An HTTP error with the API's error body."""
+    """An HTTP error with the API's error body (for what only HTTP knows: a header, a route)."""
 
-    def __init__(self, status: int, error: str, message: str, field: str | None = None) -> None:
+    def __init__(self, status: int, error: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.error, self.message, self.field = status, error, message, field
+        self.headers = headers or {}
 
 
-def error_response(status: int, error: str, message: str, field: str | None = None) -> JSONResponse:
+def error_response(status: int, error: str, message: str, field: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
     body: dict[str, Any] = {"error": error, "message": message}
     if field is not None:
         body["field"] = field
-    return ApiJSONResponse(body, status_code=status)
+    return ApiJSONResponse(body, status_code=status, headers=headers)
 
 
 def from_domain(exc: NoteloomError) -> ApiError:
-    """The one mapping of domain errors to HTTP statuses."""
-    text = str(exc)
-    if isinstance(exc, NotFound):
-        return ApiError(404, "not_found", text)
-    if isinstance(exc, Conflict):
-        return ApiError(409, "conflict", text)
+    """``exc`` as the API answers it (:data:`HTTP_ERRORS`)."""
+    answer = mapped(HTTP_ERRORS, exc)
     if isinstance(exc, InvalidInput):
-        m = _LEADING_FIELD.match(text)
-        field = m.group(1) if m and m.group(1) not in _NOT_FIELDS else None
-        return ApiError(422, "invalid_input", text, field)
-    if isinstance(exc, AuthError):
-        return ApiError(401, "unauthorized", text)
-    if isinstance(exc, ConfigError):
-        return ApiError(503, "unavailable", text)
-    return ApiError(400, "bad_request", text)
+        # The body's message starts with the field it names, as FastAPI's own 422s do.
+        return ApiError(answer.status, answer.error, exc.led_by_field(), exc.field)
+    headers: dict[str, str] = {}
+    if isinstance(exc, Unavailable | Busy) and exc.retry_after is not None and exc.retry_after > 0:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    return ApiError(answer.status, answer.error, str(exc), headers=headers)
 
 
 def user_of(request: Request) -> User:
@@ -200,13 +252,15 @@ async def _escaped_value_error(request: Request, exc: Exception) -> JSONResponse
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.error, exc.message, exc.field)
+    return error_response(exc.status, exc.error, exc.message, exc.field, exc.headers)
 
 
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, NoteloomError)
-    mapped = from_domain(exc)
-    return error_response(mapped.status, mapped.error, mapped.message, mapped.field)
+    answer = from_domain(exc)
+    if answer.status == 500:  # the database failed: ours to look into, not the client's to fix
+        log.warning("%s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+    return error_response(answer.status, answer.error, answer.message, answer.field, answer.headers)
 
 
 def install_error_handlers(api: FastAPI) -> None:

@@ -5,7 +5,7 @@ Every route acts for the user whose token came with the request; another user's
 conversation reads as missing. Errors are ``{"error": code, "message": text}``:
 404 missing, 409 a clash with the current state (a turn already running, an edit
 that no longer fits), 422 bad input naming the field, 503 when the chat's turn
-runner is not running.
+runner is not running (``api_base.HTTP_ERRORS`` maps them all).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from noteloom.chat import ChatService
 from noteloom.chat.records import Conversation
 from noteloom.chat.service import SERVICE_KEY
 from noteloom.chat.views import conversation_view
+from noteloom.errors import Unavailable
 from noteloom.jsonvalues import dumps, encodable
 from noteloom.web.api_base import (
     ERRORS,
@@ -272,7 +273,7 @@ class PendingItem(BaseModel):
 def service_of(app: App) -> ChatService:
     service = app.services.get(SERVICE_KEY)
     if not isinstance(service, ChatService):
-        raise ApiError(503, "unavailable", "the chat is not running here; start noteloom with `noteloom serve`")
+        raise Unavailable("the chat is not running here; start noteloom with `noteloom serve`")
     return service
 
 
