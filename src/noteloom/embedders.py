@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from noteloom.errors import ConfigError, EmbeddingError
+from noteloom.errors import ConfigError, EmbedderUnavailable, EmbeddingError
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -909,7 +909,7 @@ class OpenAIEmbedder:
                 last = str(getattr(exc, "reason", exc))
             except json.JSONDecodeError:
                 raise EmbeddingError(f"{url} answered with something that is not JSON") from None
-        raise EmbeddingError(
+        raise EmbedderUnavailable(
             f"the embeddings endpoint {url} failed {self.retries + 1} times ({last}); is it running?"
         )
 

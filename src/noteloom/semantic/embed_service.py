@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from noteloom.embedders import Embedder
-from noteloom.errors import EmbeddingError, NoteloomError
+from noteloom.errors import EmbedderUnavailable, EmbeddingError, NoteloomError
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,9 @@ ADDRESS_ENV, KEY_ENV, NAME_ENV = "NOTELOOM_EMBED_SERVICE", "NOTELOOM_EMBED_KEY",
 WINDOW_ENV = "NOTELOOM_EMBED_WINDOW"
 #: The longest request a service reads (a batch of chunks is well under a megabyte).
 MAX_REQUEST = 64 * 1024 * 1024
+#: Seconds a caller is told to wait when the service went away mid-request: the server looks
+#: for a dead service twice a second and starts it again (loading the model takes a moment).
+RESTART_WAIT = 5.0
 #: Room for a socket path: ``sun_path`` holds 108 bytes on Linux (104 on macOS), with the NUL.
 _MAX_SOCKET_PATH = 100
 
@@ -370,9 +373,9 @@ class RemoteEmbedder:
             except (EOFError, OSError) as exc:
                 conn.close()
                 if fresh or attempt:
-                    raise EmbeddingError(
+                    raise EmbedderUnavailable(
                         f"the embedding service at {self.endpoint.address} went away mid-request ({exc or 'closed'}); "
-                        "noteloom serve restarts it: try again in a moment"
+                        "noteloom serve restarts it: try again in a moment", retry_after=RESTART_WAIT,
                     ) from None
                 continue  # a pooled connection to a service since restarted
             with self._lock:
@@ -464,7 +467,7 @@ class ServiceProcess:
             reader.close()
         if not ready:
             self._end_process()
-            raise EmbeddingError(
+            raise EmbedderUnavailable(
                 f"the embedding service did not start (exit code {process.exitcode}); see the log above"
             )
 
