@@ -46,13 +46,15 @@ OUT = Path(__file__).resolve().parent / ".out"
 
 # Runs ``noteloom`` and, at exit, writes to argv[1] the process's peak RSS (VmHWM) and the
 # CPU seconds of each of its threads (sampled from /proc every 0.2 s, so a thread that ended
-# keeps its last figure). Not ru_maxrss: Linux carries the parent's high-water mark over
+# keeps its last figure), and of its child processes (the reading process: its CPU and its
+# own VmHWM, added to the peak). Not ru_maxrss: Linux carries the parent's high-water mark over
 # fork and exec into it, so a child of this (large) bench process would report the bench's own size.
 _PEAK_WRAPPER = """
 import atexit, json, os, runpy, sys, threading
 out = sys.argv.pop(1)
 tick = os.sysconf("SC_CLK_TCK")
 cpu = {}
+child_peak = {}
 def sample():
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -63,6 +65,21 @@ def sample():
         except OSError:
             continue
         cpu[tid] = (name, (int(fields[11]) + int(fields[12])) / tick)
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                kids = f.read().split()
+        except OSError:
+            kids = []
+        for pid in kids:  # the import's reading process: its CPU and its own peak
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{pid}/status") as f:
+                    kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+            except (OSError, StopIteration):
+                continue
+            cpu["child-" + pid] = ("child", (int(fields[11]) + int(fields[12])) / tick)
+            child_peak[pid] = max(child_peak.get(pid, 0), kb)
 def sampler():
     while True:
         sample()
@@ -74,7 +91,7 @@ def peak():
         kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     threads = sorted((c, n) for n, c in cpu.values() if n != "bench-sampler")
     with open(out, "w") as f:
-        json.dump({"peak": kb * 1024, "threads": threads}, f)
+        json.dump({"peak": kb * 1024, "child_peak": sum(child_peak.values()) * 1024, "threads": threads}, f)
 atexit.register(peak)
 sys.argv[0] = "noteloom"
 runpy.run_module("noteloom", run_name="__main__", alter_sys=True)
@@ -107,7 +124,8 @@ def _import(source: Path, home: Path) -> tuple[float, float, int, dict[str, obje
     summary: dict[str, object] = json.loads(stdout)
     measured = json.loads(peak_file.read_text())
     summary["threads"] = [c for c, _ in sorted(measured["threads"], reverse=True) if c >= 0.1]
-    return seconds, cpu, int(measured["peak"]), summary
+    summary["child_peak"] = int(measured.get("child_peak", 0))
+    return seconds, cpu, int(measured["peak"]) + summary["child_peak"], summary
 
 
 def _input_bytes(path: Path) -> int:
@@ -154,7 +172,8 @@ def bench_vault(vault: Path, keep: bool) -> None:
         idle = max(threads[0] if threads else cpu, cpu / 2)
         print(f"import {vault.name}: {notes:,} notes, {size / MB:.0f} MB in {seconds:.1f} s wall, {cpu:.1f} s CPU "
               f"(threads {', '.join(f'{c:.1f}' for c in threads)} s; ≈{idle:.0f} s on two idle cores), "
-              f"peak RSS {peak / MB:.0f} MB (one note: {baseline / MB:.0f} MB), "
+              f"peak RSS {peak / MB:.0f} MB (reading process: {int(str(summary['child_peak'])) / MB:.0f} MB; "
+              f"one note: {baseline / MB:.0f} MB), "
               f"{notes / seconds:,.0f} notes/s{verdict}; load average {before} before, {after} after")
     finally:
         if not keep:

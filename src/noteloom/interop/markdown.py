@@ -161,8 +161,102 @@ def read_folder(root: Path, staging: Path, budget: Budget, *, inline_tags: bool)
             tid = r.claim_id(t.get("id"), f"tag {title!r}")
             bundle.tags.append(TagItem(tid, title, created, updated))
     bundle.expected_notes = count
-    bundle.stream = _read_notes(r, book_of)
+    bundle.stream = NoteStream(r, book_of)
     return bundle
+
+
+@dataclass
+class _ChildArgs:
+    """What a child process needs to read the notes as ``NoteStream`` would (all picklable)."""
+
+    root: Path
+    staging: Path
+    budget: Budget
+    inline_tags: bool
+    manifest: dict[str, Any]
+    used_ids: set[str]
+    book_of: dict[str, str]
+
+
+@dataclass
+class _TakeBack:
+    """What a child read aside since its last group: notices, attachments, bytes spent."""
+
+    notices: Notices
+    attachments: list[AttachmentItem]
+    spent: int
+
+
+class NoteStream:
+    """The notes of a folder, read as they are taken (``Bundle.stream``). Read in this
+    process by iterating it, or in a child (``readahead.ProcessReadAhead``) with
+    ``in_child`` and ``take_back``: the same notes in the same order, and the child's
+    notices, attachments and bytes read come back into this stream's bundle."""
+
+    def __init__(self, r: _Reader, book_of: dict[str, str]) -> None:
+        self._r = r
+        self._book_of = book_of
+        self._notes: Iterator[NoteItem] | None = None
+
+    def __iter__(self) -> Iterator[NoteItem]:
+        return self
+
+    def __next__(self) -> NoteItem:
+        if self._notes is None:
+            self._notes = _read_notes(self._r, self._book_of)
+        return next(self._notes)
+
+    def close(self) -> None:
+        if self._notes is not None:
+            close = getattr(self._notes, "close", None)
+            if close is not None:
+                close()
+
+    def in_child(self) -> _ChildArgs:
+        """The arguments of ``child_source``, before any note was read here."""
+        if self._notes is not None:
+            raise RuntimeError("the stream was read here already")
+        r = self._r
+        return _ChildArgs(r.root, r.staging, r.budget, r.inline_tags, r.manifest, set(r.used_ids), self._book_of)
+
+    def take_back(self, side: object) -> None:
+        """Add what the child read aside (``_ChildSource.drain``) to this stream's bundle."""
+        assert isinstance(side, _TakeBack)
+        self._r.notices.extend(side.notices)
+        for item in side.attachments:
+            self._r.found.append(item)
+        self._r.budget.total = side.spent
+
+
+class _ChildSource:
+    """In the child: the notes, with what ``drain`` hands back after each group."""
+
+    def __init__(self, args: _ChildArgs) -> None:
+        self._r = _Reader(
+            args.root, args.staging, args.budget, args.inline_tags, Notices(),
+            manifest=args.manifest, used_ids=args.used_ids,
+        )
+        self._notes = _read_notes(self._r, args.book_of)
+
+    def __iter__(self) -> Iterator[NoteItem]:
+        return self._notes
+
+    def drain(self) -> _TakeBack:
+        r = self._r
+        side = _TakeBack(r.notices, r.found, r.budget.total)
+        r.notices = Notices()
+        r.found = []
+        return side
+
+    def close(self) -> None:
+        close = getattr(self._notes, "close", None)
+        if close is not None:
+            close()
+
+
+def child_source(args: _ChildArgs) -> _ChildSource:
+    """The notes of ``NoteStream.in_child``, read in the process that calls this."""
+    return _ChildSource(args)
 
 
 def _read_notes(r: _Reader, book_of: dict[str, str]) -> Iterator[NoteItem]:

@@ -4,8 +4,9 @@ Going through ``Workspace.create_note`` costs a dozen statements per note; an im
 of 100,000 notes needs a few statements per thousand. Rows still go into the same
 tables (so the keyword index triggers see every note) and every note gets its
 ``create`` row in the change feed. Notes are written in batches as they come: a streamed
-bundle (a Markdown folder) is read in a thread a bounded number of notes ahead, so the
-import holds a few batches of notes, never the whole source. The readers copy attachment
+bundle (a Markdown folder) is read a bounded number of notes ahead, in a child process (a
+large folder: its parsing then runs beside SQLite) or in a thread, so the import holds a
+few batches of notes, never the whole source. The readers copy attachment
 files into the import's staging folder; the writer moves them into place inside the
 transaction, after a journal of the moves and before the commit (see ``staging``): a
 committed row always has its file, and the files of a transaction that never committed
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +39,8 @@ from noteloom.interop.bundle import (
     Progress,
 )
 from noteloom.interop.links import ID_LINK
-from noteloom.interop.readahead import ReadAhead
+from noteloom.interop.markdown import NoteStream, child_source
+from noteloom.interop.readahead import ProcessReadAhead, ReadAhead
 from noteloom.interop.staging import Staging, crash_point
 from noteloom.workspace import Workspace, record_change
 
@@ -50,6 +53,10 @@ _IN_CHUNK = 500
 READ_AHEAD = 16
 GROUP_NOTES = 256
 GROUP_BYTES = 2 << 20
+#: From this many notes a folder is read in a child process (its Python then runs beside
+#: the writer's, not under one GIL); below it, in a thread (starting a process costs more
+#: than a small import's parsing).
+PROCESS_AT = 5000
 
 
 @dataclass
@@ -163,8 +170,22 @@ def _notes_of(bundle: Bundle) -> Iterator[Iterator[NoteItem]]:
     if bundle.stream is None:
         yield iter(bundle.notes)
         return
+    stream = bundle.stream
+    if isinstance(stream, NoteStream) and (bundle.expected_notes or 0) >= PROCESS_AT:
+        child = ProcessReadAhead(
+            child_source, stream.in_child(), take_back=stream.take_back,
+            depth=READ_AHEAD, group=GROUP_NOTES, group_bytes=GROUP_BYTES, prepare=_index_ahead,
+        )
+        try:
+            child.start()
+        except (OSError, ValueError, pickle.PicklingError):  # no processes here: the thread reads
+            pass
+        else:
+            with child as notes:
+                yield notes
+            return
     with ReadAhead(
-        bundle.stream, depth=READ_AHEAD, group=GROUP_NOTES, group_bytes=GROUP_BYTES, prepare=_index_ahead
+        stream, depth=READ_AHEAD, group=GROUP_NOTES, group_bytes=GROUP_BYTES, prepare=_index_ahead
     ) as notes:
         yield notes
 
