@@ -43,6 +43,7 @@ __all__ = [
     "resolve_section",
     "section_text",
     "sections",
+    "sections_through",
 ]
 
 OUTLINE_HEADER = "path\tchars\theading"
@@ -172,6 +173,40 @@ def innermost_section(body: str, offset: int) -> Section:
     if not 0 <= offset <= len(body):
         raise ValueError(f"offset {offset} is outside the body (0..{len(body)})")
     return innermost_section_in(_cached_sections(body), offset)
+
+
+def sections_through(body: str, offset: int) -> tuple[Section, ...]:
+    """The sections of ``body`` that start at or before ``offset``, read from only as much
+    of the body as they need: what :func:`sections` gives for them (path, heading, level
+    and start), except that a section still open where the reading stopped ends there.
+    So :func:`innermost_section_in` over them names the same section at ``offset`` (and
+    at any offset before it) as over :func:`sections`, at a cost that grows with
+    ``offset``, not with the body.
+
+    The text read ends at the first blank line after ``offset`` that an unindented line
+    follows. Nothing that decides whether a line before it is a heading looks past such a
+    line: it ends every paragraph (so every setext heading), table, block quote, list and
+    indented code block, and a fence or HTML block still open there holds the same lines
+    whether it closes later or at the end of the text read. Only a link reference
+    definition after it can change a heading's text, and only a heading left with a ``[``
+    in its text (a link not resolved: one resolved by an earlier definition stays so, the
+    first definition of a label wins); with such a heading and ``]:`` anywhere after the
+    cut, the whole body is read.
+    """
+    if not 0 <= offset <= len(body):
+        raise ValueError(f"offset {offset} is outside the body (0..{len(body)})")
+    m = _RAW_CUT.search(body, offset + 1) if offset < len(body) else None
+    if m is None:
+        return _cached_sections(body)
+    secs = _compute_sections(body[: m.end()])
+    if any("[" in sec.heading for sec in secs) and body.find("]:", m.end()) >= 0:
+        return _cached_sections(body)
+    return secs
+
+
+# A blank line, then a line that starts unindented (any line ends): a \r\n is one line end
+# (the atomic groups never take its \r alone), and the lookahead never cuts one in two.
+_RAW_CUT = re.compile(r"(?>\r\n|\r|\n)[ \t]*(?>\r\n|\r|\n)(?=[^ \t\r\n])")
 
 
 def innermost_section_in(secs: Sequence[Section], offset: int) -> Section:

@@ -748,7 +748,9 @@ _WORD = re.compile(r"[^\W_]+")
 _CJK_SPLIT = re.compile(f"([{db.CJK_CHARS}]+)")
 # Outlines of the notes hits fell in, most recently used last (an LRU).
 _OUTLINES_KEPT = 4096
-_Outline = tuple[tuple[outline.Section, ...], dict[str, outline.Section]]
+# The sections of a note that start at or before an offset (outline.sections_through), each
+# by its path, and the offset through which they hold (len(body) for the whole outline).
+_Outline = tuple[tuple[outline.Section, ...], dict[str, outline.Section], int]
 _outlines: OrderedDict[tuple[str, int, int, int], _Outline] = OrderedDict()
 _outlines_lock = threading.Lock()
 
@@ -789,21 +791,25 @@ def _placed(row: _Row, body: str, anchor: _Anchor) -> tuple[str, str | None, str
 
 def _section_at(row: _Row, body: str, offset: int) -> outline.Section:
     """The innermost section holding ``offset``."""
-    return outline.innermost_section_in(_outline_of(row, body)[0], offset)
+    return outline.innermost_section_in(_outline_of(row, body, offset)[0], offset)
 
 
-def _outline_of(row: _Row, body: str) -> _Outline:
-    """The sections of ``body``, and each by its path. Outlines are kept between searches
-    (keyed by note, version and a hash of the text, never the text itself): the same notes
-    come back for query after query, and parsing is most of a hit's cost."""
+def _outline_of(row: _Row, body: str, offset: int) -> _Outline:
+    """The sections of ``body`` that start at or before ``offset``, and each by its path:
+    read only as far as they need (a hit's first match is nearly always in the first few
+    thousand characters of a note that may hold 400,000), and exact for every offset up
+    to that one. Outlines are kept between searches (keyed by note, version and a hash of
+    the text, never the text itself): the same notes come back for query after query,
+    and parsing is most of a hit's cost."""
     key = (row.id, row.updated_time, len(body), hash(body))
     with _outlines_lock:
         kept = _outlines.get(key)
         if kept is not None:
             _outlines.move_to_end(key)
-    if kept is None:
-        secs = tuple(outline.sections(body))
-        kept = (secs, {s.path: s for s in secs})
+    if kept is None or kept[2] < offset:
+        secs = outline.sections_through(body, offset)
+        through = len(body) if secs[-1].end == len(body) else secs[-1].end - 1
+        kept = (secs, {s.path: s for s in secs}, through)
         with _outlines_lock:
             _outlines[key] = kept
             while len(_outlines) > _OUTLINES_KEPT:
@@ -900,7 +906,7 @@ class _Anchor:
         matches = [_word_matches(rx, word_start, folding, _MATCHES_PER_TERM) for rx, word_start in self.patterns]
         if not any(matches):
             return None
-        secs, by_path = _outline_of(row, body)
+        secs, by_path, _ = _outline_of(row, body, max(span[0] for spans in matches for span in spans))
         # Terms found in each section, counting a subsection's matches in its parents.
         found: dict[str, tuple[outline.Section, set[int]]] = {}
         first: dict[str, tuple[int, int]] = {}
