@@ -22,7 +22,8 @@ BLOCKS = [
     "<div>\n# after div\n</div>", "<div>\n\n# after blank\n", "- item\n\n  # nested\n- two",
     "> quote\n>\n> # quoted\nlazy", "> Setext\n> ===", "| a | b |\n| - | - |\n| # | x |", "# a | b\n--|--",
     "[ref]: /url", "## [ref] heading", "## see [ref]", "    # indented code", "数据 会議", "## 数据",
-    "text with words", "caf\u00e9 na\u00efve", "\t# tab", "   ### three spaces", "para\n# interrupts",
+    "- item\n  ```\n  # in an item's fence", "- <pre>\n\n  # in an item's pre", "> ```\n> # quoted fence",
+    "1. one\n\n   Setext in item\n   ---", "text with words", "caf\u00e9 na\u00efve", "\t# tab", "   ### three spaces", "para\n# interrupts",
 ]
 BREAKS = ["\n", "\n\n", "\n \n", "\r\n", "\r\n\r\n", "\r\r", "\n\t\n", "\n\n\n"]
 
