@@ -24,3 +24,12 @@ def wait_for(check: Callable[[], bool], timeout: float = 20.0, every: float = 0.
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         time.sleep(every)
+
+
+#: Four notes on unrelated subjects, for checks that an embedder ranks them as MiniLM does.
+SENTENCES = [
+    "Water basil every morning so it does not wilt.",
+    "The train to Porto leaves at nine from platform four.",
+    "Back up the database to the external disk every Sunday.",
+    "Knead the dough for ten minutes, then let it rise for an hour.",
+]

