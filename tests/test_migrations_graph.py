@@ -34,6 +34,7 @@ RELEASED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("0002_keyword_index", "0003", "0005", "0006", "0007", "0010_conversation_tool_policies"),
         (),
     ),
+    "0012_run_engine": (("0011_one_head",), ()),
 }
 
 

@@ -25,6 +25,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 import noteloom.chat.tables
+import noteloom.runs.tables
 import noteloom.vectors
 from noteloom import db
 from noteloom.migrations import compare
@@ -33,7 +34,7 @@ from noteloom.workspace import Workspace
 
 #: Every module that declares tables on ``db.metadata`` (docs/schema.md). A table the
 #: migrations create and no module listed here models shows up as a difference.
-MODELS = (db, noteloom.chat.tables, noteloom.vectors)
+MODELS = (db, noteloom.chat.tables, noteloom.runs.tables, noteloom.vectors)
 MERGE = "0011_one_head"
 
 

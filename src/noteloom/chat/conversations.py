@@ -21,6 +21,7 @@ from noteloom.chat.records import Controls, Conversation, check_controls
 from noteloom.db import new_id, now_ms
 from noteloom.errors import Conflict, InvalidInput, NotFound
 from noteloom.messages import Usage
+from noteloom.runs import store as runs
 
 TITLE_MAX = 200
 
@@ -268,8 +269,9 @@ def purge_rows(c: Connection, conversation_ids: list[str]) -> int:
     )
     for i in range(0, len(msg_ids), 500):
         chunk = msg_ids[i : i + 500]
-        for child in (t.events, t.pending_actions, t.edits):
+        for child in (t.pending_actions, t.edits):
             c.execute(child.delete().where(child.c.message_id.in_(chunk)))
+    runs.purge(c, msg_ids)  # each assistant message's run: its events and calls
     c.execute(t.messages.delete().where(t.messages.c.conversation_id.in_(conversation_ids)))
     c.execute(t.conversations.delete().where(t.conversations.c.id.in_(conversation_ids)))
     return len(msg_ids)

@@ -16,6 +16,7 @@ from noteloom.errors import InvalidInput
 from noteloom.messages import Message, Usage
 from noteloom.policy import POLICIES, Policy
 from noteloom.providers.base import THINKING_LEVELS, ThinkingLevel
+from noteloom.runs.store import RunEvent
 
 ChatRole = Literal["user", "assistant", "note"]
 MessageStatus = Literal["running", "complete", "failed", "cancelled", "awaiting_confirmation"]
@@ -23,6 +24,8 @@ MessageStatus = Literal["running", "complete", "failed", "cancelled", "awaiting_
 SETTLED: frozenset[str] = frozenset({"complete", "failed", "cancelled", "awaiting_confirmation"})
 ActionStatus = Literal["pending", "approved", "declined"]
 EditStatus = Literal["proposed", "accepted", "rejected", "undone"]
+#: The kind of the run (``noteloom.runs``) of a turn; the run's id is the assistant message's.
+TURN_RUN = "chat_turn"
 EventKind = Literal[
     "status",  # the turn's status changed (running, after a confirmation, or settled)
     "activity",  # a stage label: "Waiting for model…", "Running tool: search_notes…"
@@ -202,7 +205,6 @@ class ChatMessage:
     usage: Usage = field(default_factory=Usage)
     #: ``None``: nobody knows the price (never a made-up zero).
     cost_usd: Decimal | None = None
-    cancel_requested: bool = False
     note_context: NoteContext | None = None
     #: Note rows: the slash command that wrote them.
     command: str | None = None
@@ -214,14 +216,9 @@ class ChatMessage:
         return self.status in SETTLED
 
 
-@dataclass(frozen=True)
-class TurnEvent:
-    """One stored event of a turn; ``seq`` counts from 1 per assistant message."""
-
-    seq: int
-    kind: EventKind
-    data: dict[str, Any]
-    time: int
+#: One stored event of a turn: its run's event (``noteloom.runs``); ``seq`` counts from 1
+#: per assistant message, ``kind`` is one of ``EventKind``.
+TurnEvent = RunEvent
 
 
 @dataclass(frozen=True)

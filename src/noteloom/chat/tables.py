@@ -2,8 +2,12 @@
 
 A conversation belongs to one user. Each message is one row; an assistant row keeps
 the canonical messages of its turn (model replies and tool results) so the turn
-replays exactly. Turn events, pending actions and proposed edits hang off the
-assistant message and go with it.
+replays exactly. Pending actions and proposed edits hang off the assistant message and
+go with it. Each assistant message is also a run of the run engine (``noteloom.runs``,
+``kind = "chat_turn"``, the run's id is the message's): the run holds the turn's
+heartbeat, runner, cancel flag, numbered events and call records; the message keeps
+its status as the chat shows it (``complete``, ``awaiting_confirmation`` …), written in
+the same transactions as the run's.
 """
 
 from __future__ import annotations
@@ -75,8 +79,6 @@ messages = sa.Table(
     sa.Column("cache_write_tokens", sa.BigInteger, nullable=False, default=0),
     sa.Column("reasoning_tokens", sa.BigInteger, nullable=False, default=0),
     sa.Column("cost_usd", USD),  # NULL: unknown
-    # The cross-process cancel signal: the running turn re-reads it.
-    sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
     # The note the user had open when sending, and the selected text then.
     sa.Column("note_id", ID),
     sa.Column("selection_start", sa.Integer),
@@ -85,23 +87,9 @@ messages = sa.Table(
     sa.Column("created_time", MS, nullable=False),
     sa.Column("started_time", MS),
     sa.Column("finished_time", MS),
-    # A running turn refreshes this; one that stops doing so was left behind by a crash.
-    sa.Column("heartbeat_time", MS),
-    # The runner (one per server process) that runs the turn; migration 0008 adds it.
-    sa.Column("runner_id", ID),
     sa.Column("updated_time", MS, nullable=False),
     sa.UniqueConstraint("conversation_id", "position", name="uq_chat_messages_position"),
     sa.Index("ix_chat_messages_status", "status"),
-)
-
-events = sa.Table(
-    "chat_events",
-    metadata,
-    sa.Column("message_id", ID, sa.ForeignKey("chat_messages.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("kind", sa.String(32), nullable=False),
-    sa.Column("data", sa.Text, nullable=False),  # JSON
-    sa.Column("time", MS, nullable=False),
 )
 
 pending_actions = sa.Table(

@@ -22,6 +22,7 @@ from noteloom.chat import tables as t
 from noteloom.chat.conversations import Conversations, format_usd
 from noteloom.chat.records import (
     SETTLED,
+    TURN_RUN,
     ChatMessage,
     MessageStatus,
     NoteContext,
@@ -31,6 +32,7 @@ from noteloom.chat.records import (
 from noteloom.db import new_id, now_ms
 from noteloom.errors import Conflict, NotFound
 from noteloom.messages import Message, Usage, messages_from_list, messages_to_list
+from noteloom.runs import store as runs
 
 #: What a turn's error says when the server stopped under it.
 INTERRUPTED = "The server stopped while this turn was running. Send the message again to retry."
@@ -67,7 +69,6 @@ def _message_from_row(r: Any) -> ChatMessage:
             int(r.cache_write_tokens), int(r.reasoning_tokens),
         ),
         cost_usd=Decimal(r.cost_usd) if r.cost_usd is not None else None,
-        cancel_requested=bool(r.cancel_requested),
         note_context=context,
         command=r.command,
         started_time=r.started_time,
@@ -168,8 +169,8 @@ class Transcript:
         runner_id: str | None = None,
         conn: Connection,
     ) -> tuple[ChatMessage, ChatMessage]:
-        """Store the user's message and a ``running`` assistant message after it, run by
-        ``runner_id`` (see ``noteloom.chat.liveness``).
+        """Store the user's message and a ``running`` assistant message after it, and the
+        turn's run (the message's id), run by ``runner_id`` (see ``noteloom.runs``).
 
         ``Conflict`` when the conversation already has a turn running or parked.
         """
@@ -191,14 +192,14 @@ class Transcript:
         common = {
             "conversation_id": conversation_id,
             "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
-            "reasoning_tokens": 0, "cancel_requested": False, "created_time": tm, "updated_time": tm,
+            "reasoning_tokens": 0, "created_time": tm, "updated_time": tm,
             "note_id": note_context.note_id if note_context else None,
             "selection_start": sel.start if sel else None,
             "selection_end": sel.end if sel else None,
             "selection_text": sel.text if sel else None,
             # The assistant row's own columns, NULL on the user's: one multi-row INSERT takes
             # its columns from the first row and silently drops keys only later rows have.
-            "model": None, "started_time": None, "heartbeat_time": None, "transcript": None, "runner_id": None,
+            "model": None, "started_time": None, "transcript": None,
         }
         user_id, asst_id = new_id(), new_id()
         conn.execute(
@@ -207,11 +208,14 @@ class Transcript:
                 {**common, "id": user_id, "position": pos, "role": "user", "content": text, "status": "complete"},
                 {
                     **common, "id": asst_id, "position": pos + 1, "role": "assistant", "content": "",
-                    "status": "running", "model": model, "started_time": tm, "heartbeat_time": tm,
-                    "transcript": "[]", "runner_id": runner_id,
+                    "status": "running", "model": model, "started_time": tm, "transcript": "[]",
                 },
             ],
         )
+        owner = conn.execute(
+            sa.select(t.conversations.c.user_id).where(t.conversations.c.id == conversation_id)
+        ).scalar()
+        runs.create(conn, asst_id, kind=TURN_RUN, user_id=owner, subject_id=asst_id, runner_id=runner_id)
         self.conversations.touch(conversation_id, conn=conn)
         return self.get_any(user_id, conn=conn), self.get_any(asst_id, conn=conn)
 
@@ -226,7 +230,7 @@ class Transcript:
                 "id": mid, "conversation_id": conversation_id, "position": self._next_position(conversation_id, conn),
                 "role": "note", "command": command, "content": content, "status": "complete", "input_tokens": 0, "output_tokens": 0,
                 "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0,
-                "cancel_requested": False, "created_time": tm, "updated_time": tm,
+                "created_time": tm, "updated_time": tm,
             },
         )
         self.conversations.touch(conversation_id, conn=conn)
@@ -241,9 +245,9 @@ class Transcript:
         transcript: Sequence[Message] | None = None,
         conn: Connection,
     ) -> None:
-        """The partial answer and the stage label of a running turn (also its heartbeat)."""
+        """The partial answer and the stage label of a running turn."""
         tm = now_ms()
-        values: dict[str, Any] = {"content": content, "activity": activity, "heartbeat_time": tm, "updated_time": tm}
+        values: dict[str, Any] = {"content": content, "activity": activity, "updated_time": tm}
         if transcript is not None:
             values["transcript"] = json.dumps(messages_to_list(transcript))
         conn.execute(
@@ -256,9 +260,9 @@ class Transcript:
         conn.execute(
             t.messages.update()
             .where(t.messages.c.id == message_id)
-            .values(status="running", cancel_requested=False, heartbeat_time=tm, updated_time=tm, activity=None,
-                    runner_id=runner_id)
+            .values(status="running", updated_time=tm, activity=None)
         )
+        runs.resume(conn, message_id, runner_id=runner_id)
 
     def finish(
         self,
@@ -303,7 +307,6 @@ class Transcript:
                 error_code=error_code,
                 error_message=error_message,
                 activity=None,
-                cancel_requested=False,
                 finished_time=tm,
                 updated_time=tm,
             )
@@ -319,32 +322,8 @@ class Transcript:
                 raise Conflict(f"message {message_id!r} is the user's; cancel the assistant message after it")
             if msg.status != "running":
                 return True
-            c.execute(t.messages.update().where(t.messages.c.id == message_id).values(cancel_requested=True))
+            runs.request_cancel(c, message_id)
             return False
-
-    def cancel_requested(self, message_id: str) -> bool:
-        with self._r(None) as c:
-            return bool(
-                c.execute(sa.select(t.messages.c.cancel_requested).where(t.messages.c.id == message_id)).scalar()
-            )
-
-    def heartbeat(self, message_id: str) -> bool:
-        """Refresh a running turn's heartbeat; returns whether cancel was requested meanwhile."""
-        with self._w(None) as c:
-            c.execute(
-                t.messages.update()
-                .where(t.messages.c.id == message_id, t.messages.c.status == "running")
-                .values(heartbeat_time=now_ms())
-            )
-            return bool(
-                c.execute(sa.select(t.messages.c.cancel_requested).where(t.messages.c.id == message_id)).scalar()
-            )
-
-    def running(self, *, conn: Connection) -> list[tuple[str, str | None, int | None]]:
-        """``(message id, runner id, heartbeat time)`` of every running turn."""
-        m = t.messages
-        rows = conn.execute(sa.select(m.c.id, m.c.runner_id, m.c.heartbeat_time).where(m.c.status == "running"))
-        return [(r.id, r.runner_id, r.heartbeat_time) for r in rows]
 
     # -- pending actions ---------------------------------------------------------------
 

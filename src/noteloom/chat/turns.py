@@ -1,39 +1,40 @@
 """Running chat turns in the background: the agent loop, its events, cancel and confirmations.
 
-A ``TurnRunner`` owns one task group for the life of the server (entered by the web
-app's lifespan). Each turn runs as a task in it:
+Each turn is a run of the run engine (``noteloom.runs``, kind ``chat_turn``, the run's id
+is the assistant message's). A ``TurnRunner`` holds a ``RunEngine`` for the life of the
+server (entered by the web app's lifespan); each turn runs as a task in its task group:
 
-- its events go to a ``LiveTurn`` (listeners wake at once) and a writer stores them,
-  with the partial answer and the stage label, in batches;
-- a watcher re-reads the turn's cancel flag (a cancel may come from another process)
-  and refreshes its heartbeat;
-- the end is written in one transaction: the last events, the pending action if the
-  turn parked, the final status, tokens and cost. Only then is the last event shown.
+- its events go to a ``LiveTurn`` (the run's handle: listeners wake at once) and the
+  engine's writer stores them, with the partial answer and the stage label, in batches;
+  each tool call the agent takes up is audited (``run_calls``) with them;
+- the engine's watcher re-reads the run's cancel flag (a cancel may come from another
+  process) and refreshes its heartbeat;
+- the end is written in one transaction: the last events, the run's end, the pending
+  action if the turn parked (its run then waits), the message's final status, tokens
+  and cost. Only then is the last event shown.
 
-A turn left ``running`` by a process that died is marked failed, "interrupted": at
-once when its runner provably has no process any more (``noteloom.chat.liveness``: a
-server starting after a crash settles its predecessor's turns before it serves), and
-otherwise once its heartbeat stops, by a reaper that runs while the server does.
+A turn left ``running`` by a process that died is reaped by the engine (at once when its
+runner provably has no process any more, otherwise once its heartbeat stops); the chat
+marks its message failed, "interrupted", keeping the partial answer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
 import logging
 import secrets
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import sqlalchemy as sa
 from anyio import to_thread
-from anyio.abc import TaskGroup
+from sqlalchemy.engine import Connection
 
 from noteloom import db
 from noteloom.agent import (
@@ -53,11 +54,11 @@ from noteloom.agent import (
 )
 from noteloom.agent import PendingAction as HeldCall
 from noteloom.agent.steps import StepJoiner, visible_text
-from noteloom.chat.eventlog import LiveTurn, LiveTurns, append_events, last_seq
+from noteloom.chat.eventlog import LiveTurn, LiveTurns, last_seq
 from noteloom.chat.history import cap_history, history_before
-from noteloom.chat.liveness import RunnerLease, runner_gone, sweep_leases
 from noteloom.chat.prompt import system_prompt, voice
 from noteloom.chat.records import (
+    TURN_RUN,
     ChatMessage,
     Controls,
     Conversation,
@@ -69,11 +70,12 @@ from noteloom.chat.toolset import FocusedNote, Proposer, is_session_tool, propos
 from noteloom.chat.transcript import INTERRUPTED
 from noteloom.chat.views import edit_view, usd
 from noteloom.chat.wiring import SYSTEM_PROMPT_KEY, ChatSettings, Host, Stores, providers_of
-from noteloom.db import now_ms
 from noteloom.errors import Busy, ConfigError, NoteloomError, NotFound, Unavailable, mapped
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.providers.base import Provider
 from noteloom.providers.registry import ProviderRegistry
+from noteloom.runs import Run, RunCall, RunEngine, RunError, RunSettings, RunStatus
+from noteloom.runs.store import CallEnd, CallStart
 from noteloom.tools import ToolContext, ToolDef, ToolError
 from noteloom.workspace import User
 
@@ -85,6 +87,15 @@ TURN_ERRORS: dict[type[BaseException], str] = {
     NoteloomError: "chat_error",
     ConfigError: "model_unavailable",
     Unavailable: "model_unavailable",
+}
+
+#: The run's status for each status of its message.
+_RUN_STATUS: dict[MessageStatus, RunStatus] = {
+    "running": "running",
+    "complete": "succeeded",
+    "awaiting_confirmation": "waiting",
+    "cancelled": "cancelled",
+    "failed": "failed",
 }
 
 _STATUS: dict[StopReason, MessageStatus] = {
@@ -135,37 +146,40 @@ class _Outcome:
 class TurnRunner:
     """Starts, runs and settles chat turns; see the module docstring."""
 
-    def __init__(self, host: Host, stores: Stores, settings: ChatSettings) -> None:
+    def __init__(
+        self, host: Host, stores: Stores, settings: ChatSettings, engine: RunEngine | None = None,
+    ) -> None:
+        """``engine``: a run engine the process shares (its owner runs it); by default the
+        runner makes its own, with the ``[chat]`` timings, and runs it in ``running()``."""
         self.host = host
         self.stores = stores
         self.settings = settings
-        self.live = LiveTurns()
-        self.lease = RunnerLease(stores.conversations.engine)
-        self._tg: TaskGroup | None = None
+        self._owns_engine = engine is None
+        self.engine = engine or RunEngine(
+            stores.conversations.engine,
+            RunSettings(cancel_poll=settings.cancel_poll, heartbeat=settings.heartbeat,
+                        stale_after=settings.stale_after),
+        )
+        self.engine.on_reap(TURN_RUN, self._reaped)
+        self.live = LiveTurns(self.engine.live)
+        #: The call records a settling turn writes with its end, by message id.
+        self._calls: dict[str, list[CallStart | CallEnd]] = {}
 
     @property
     def id(self) -> str:
         """This runner's id, written with every turn it starts."""
-        return self.lease.id
+        return self.engine.id
 
     # -- lifetime -----------------------------------------------------------------------
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[TurnRunner]:
-        """Own the background tasks: hold this runner's lease, settle the turns of runners
-        that are gone, run a reaper, and on exit settle the turns still running as
-        interrupted (then give the lease up)."""
-        await to_thread.run_sync(self.lease.acquire)
+        """Own the background tasks (the run engine's: this runner's lease, the turns of
+        runners that are gone settled, a reaper; on exit the turns still running settle as
+        interrupted), then close the models' connections."""
         try:
-            await to_thread.run_sync(self._start_up)
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                tg.start_soon(self._reaper)
-                try:
-                    yield self
-                finally:
-                    self._tg = None
-                    tg.cancel_scope.cancel()
+            async with self.engine.running() if self._owns_engine else contextlib.nullcontext(self.engine):
+                yield self
         finally:
             with anyio.CancelScope(shield=True):
                 # The models' connections were opened on this event loop: close them on it, or
@@ -173,82 +187,44 @@ class TurnRunner:
                 registry = self.host.services.get("providers")
                 if isinstance(registry, ProviderRegistry):
                     await registry.aclose()
-                await to_thread.run_sync(self.lease.release)
-
-    def _start_up(self) -> None:
-        # Before this runner accepts a turn, so the first read a client makes of the server
-        # already shows its predecessor's turns settled; every other runner's lease is probed.
-        sweep_leases(self.stores.conversations.engine)
-        self.recover(now_ms() - int(self.settings.stale_after * 1000), probe_before_ms=now_ms())
 
     @property
     def accepting(self) -> bool:
-        return self._tg is not None
-
-    async def _reaper(self) -> None:
-        # A runner that died shows by a missed beat; how soon is not tied to the stale window.
-        period = min(self.settings.stale_after / 2, self.settings.heartbeat * 2)
-        while True:
-            await anyio.sleep(period)
-            try:
-                stamp = now_ms()
-                # Probing a lease costs a connection on PostgreSQL: only for runners whose
-                # turns missed a beat (a live one beats every ``heartbeat`` seconds).
-                await to_thread.run_sync(functools.partial(
-                    self.recover, stamp - int(self.settings.stale_after * 1000),
-                    probe_before_ms=stamp - int(self.settings.heartbeat * 2000),
-                ))
-            except Exception:  # a failed sweep is retried at the next one
-                log.exception("could not mark interrupted chat turns")
+        return self.engine.accepting
 
     def recover(self, older_than_ms: int, *, probe_before_ms: int | None = None) -> list[str]:
-        """Mark failed ("interrupted") the running turns this process does not run whose
-        heartbeat is older than ``older_than_ms``, or whose runner is gone: of the runners
-        of turns with a heartbeat before ``probe_before_ms``, those whose lease is free."""
+        """Mark failed ("interrupted") the running turns (and other runs) this process does
+        not run whose heartbeat is older than ``older_than_ms``, or whose runner is gone."""
+        return self.engine.reap(older_than_ms, probe_before_ms=probe_before_ms)
+
+    def _reaped(
+        self, c: Connection, run: Run, error: RunError, open_calls: Sequence[RunCall],
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The reaper settles a turn: the message failed, "interrupted", its partial answer kept."""
         t = self.stores.transcript
-        engine = self.stores.conversations.engine
-        with db.read_tx(engine) as c:  # the common case, nothing to do, takes no write lock
-            rows = [r for r in t.running(conn=c) if self.live.get(r[0]) is None]
-        stale = {mid for mid, _, beat in rows if beat is None or beat < older_than_ms}
-        suspects = {
-            runner for mid, runner, beat in rows
-            if mid not in stale and runner and runner != self.id
-            and probe_before_ms is not None and beat is not None and beat < probe_before_ms
-        }
-        gone = {runner for runner in suspects if runner_gone(engine, runner)}
-        if not stale and not gone:
-            return []
-        done: list[str] = []
-        with db.write_tx(engine) as c:
-            for mid, runner, beat in t.running(conn=c):  # again: a turn may have moved on meanwhile
-                if self.live.get(mid) is not None:
-                    continue
-                if not (beat is None or beat < older_than_ms or (runner is not None and runner in gone)):
-                    continue
-                msg = t.get_any(mid, conn=c)
-                seq = last_seq(c, mid)
-                stamp = now_ms()
-                error = {"code": "interrupted", "message": INTERRUPTED}
-                append_events(c, mid, [
-                    _event(seq + 1, "error", error, stamp),
-                    _event(seq + 2, "done", {"status": "failed", "stop_reason": "error", "error": error}, stamp),
-                ])
-                t.finish(mid, status="failed", content=msg.content, transcript=msg.transcript, usage=Usage(),
-                         cost=None, model=msg.model, stop_reason="error", error_code="interrupted",
-                         error_message=INTERRUPTED, conn=c)
-                done.append(mid)
-        if done:
-            log.warning("marked %d chat turn(s) interrupted: %s", len(done), ", ".join(done))
-        return done
+        text = INTERRUPTED
+        if open_calls:
+            names = ", ".join(call.tool for call in open_calls)
+            text = INTERRUPTED.replace(" was running.", f" was running (during the tool call {names}).")
+        try:
+            msg: ChatMessage | None = t.get_any(run.id, conn=c)
+        except NotFound:
+            msg = None
+        if msg is not None:
+            t.finish(run.id, status="failed", content=msg.content, transcript=msg.transcript, usage=Usage(),
+                     cost=None, model=msg.model, stop_reason="error", error_code=error.code,
+                     error_message=text, conn=c)
+        shown = {"code": error.code, "message": text}
+        return shown, {"status": "failed", "stop_reason": "error", "error": shown}
 
     # -- starting -----------------------------------------------------------------------
 
     def start(self, message_id: str, first_seq: int = 1) -> LiveTurn:
         """Run the turn of ``message_id`` in the background (the row is ``running`` already)."""
-        if self._tg is None:
+        if not self.engine.accepting:
             raise Unavailable("the chat's turn runner is not running; start noteloom with `noteloom serve`")
         live = self._register(message_id, first_seq)
-        self._tg.start_soon(self._guarded, message_id, live)
+        self.engine.spawn(self._guarded, message_id, live)
         return live
 
     async def _guarded(self, message_id: str, live: LiveTurn) -> None:
@@ -259,17 +235,15 @@ class TurnRunner:
             log.exception("chat turn %s could not be settled; the reaper will mark it interrupted", message_id)
 
     def _register(self, message_id: str, first_seq: int) -> LiveTurn:
-        if self.live.get(message_id) is not None:
+        if self.engine.live.get(message_id) is not None:
             raise Busy(f"message {message_id!r} is running in this process already; wait for it to settle")
         live = LiveTurn(message_id, first_seq)
-        self.live.add(live)
+        self.engine.register(live)
         return live
 
     def cancel_live(self, message_id: str) -> None:
         """Signal a turn running in this process at once (the database flag covers the rest)."""
-        live = self.live.get(message_id)
-        if live is not None:
-            live.cancelled.set()
+        self.engine.cancel_live(message_id)
 
     async def run_turn(self, message_id: str, live: LiveTurn | None = None) -> None:
         """Run (or resume) a turn to its end; the CLI awaits this directly."""
@@ -279,8 +253,7 @@ class TurnRunner:
         try:
             await self._run(live)
         finally:
-            self.live.remove(live)
-            live.close()
+            self.engine.unregister(live)
 
     def _last_seq(self, message_id: str) -> int:
         with db.read_tx(self.stores.conversations.engine) as c:
@@ -291,12 +264,15 @@ class TurnRunner:
     async def _run(self, live: LiveTurn) -> None:
         outcome: _Outcome | None = None
         prep: _Prepared | None = None
+        token = CancelToken()
+
+        def cancelled() -> None:
+            live.emit("activity", {"label": "Cancelling…"})
+            token.cancel()
+
+        live.on_cancel(cancelled)
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._writer, live)
-                watch = anyio.CancelScope()
-                token = CancelToken()
-                tg.start_soon(self._watch, live, token, watch)
+            async with self.engine.attend(live, self._progress(live)):
                 try:
                     prep = await to_thread.run_sync(self._prepare, live.message_id)
                     if prep.message.content:
@@ -309,9 +285,6 @@ class TurnRunner:
                     log.exception("chat turn %s failed", live.message_id)
                     outcome = self._failed(prep, "internal_error", "Something went wrong on our side (it was logged). Try again.")
                     outcome.content = live.text.rstrip() or None
-                finally:
-                    watch.cancel()
-                    live.stop_writing()
         except anyio.get_cancelled_exc_class():
             cut = self._failed(prep, "interrupted", INTERRUPTED)
             cut.content = live.text.rstrip() or None
@@ -320,6 +293,20 @@ class TurnRunner:
             raise
         with anyio.CancelScope(shield=True):
             await self._settle(live, outcome or self._failed(prep, "internal_error", "The turn ended without a result."), prep)
+
+    def _progress(self, live: LiveTurn) -> Callable[[], Callable[[Connection], None]]:
+        """What each batch of events stores beside them: the partial answer and stage label."""
+        transcript = self.stores.transcript
+
+        def snapshot() -> Callable[[Connection], None]:
+            text, activity = live.text, live.activity
+
+            def save(c: Connection) -> None:
+                transcript.save_progress(live.message_id, content=text, activity=activity, conn=c)
+
+            return save
+
+        return snapshot
 
     def _failed(self, prep: _Prepared | None, code: str, message: str) -> _Outcome:
         transcript = list(prep.message.transcript) if prep else []
@@ -459,44 +446,7 @@ class TurnRunner:
 
         return propose
 
-    # -- background helpers ---------------------------------------------------------------
-
-    async def _writer(self, live: LiveTurn) -> None:
-        """Store events as they come, in batches; stops once asked to and nothing is left."""
-        while True:
-            if not live.unsaved:
-                if live.stopping:
-                    return
-                await live.wait(self.settings.heartbeat)
-            batch = live.take_unsaved()
-            if batch:
-                with anyio.CancelScope(shield=True):
-                    await to_thread.run_sync(self._save_batch, live.message_id, batch, live.text, live.activity)
-
-    def _save_batch(self, message_id: str, batch: list[TurnEvent], text: str, activity: str | None) -> None:
-        with db.write_tx(self.stores.conversations.engine) as c:
-            append_events(c, message_id, batch)
-            self.stores.transcript.save_progress(message_id, content=text, activity=activity, conn=c)
-
-    async def _watch(self, live: LiveTurn, token: CancelToken, scope: anyio.CancelScope) -> None:
-        """Stop the turn when a cancel arrives, here or in the database; keep the heartbeat."""
-        t = self.stores.transcript
-        beat = time.monotonic()
-        with scope:
-            while True:
-                with anyio.move_on_after(self.settings.cancel_poll):
-                    await live.cancelled.wait()
-                requested = live.cancelled.is_set()
-                if not requested:
-                    if time.monotonic() - beat >= self.settings.heartbeat:
-                        requested = await to_thread.run_sync(t.heartbeat, live.message_id)
-                        beat = time.monotonic()
-                    else:
-                        requested = await to_thread.run_sync(t.cancel_requested, live.message_id)
-                if requested:
-                    live.emit("activity", {"label": "Cancelling…"})
-                    token.cancel()
-                    return
+    # -- the end ---------------------------------------------------------------------------
 
     async def _settle(self, live: LiveTurn, out: _Outcome, prep: _Prepared | None) -> None:
         """Write the end of the run in one transaction, then show its last event."""
@@ -518,13 +468,19 @@ class TurnRunner:
             "model": out.model,
         })
         batch = [*live.take_unsaved(), done]
-        await to_thread.run_sync(self._write_end, live.message_id, batch, out)
+        self._calls[live.message_id] = live.take_calls()
+        try:
+            await to_thread.run_sync(self._write_end, live.message_id, batch, out)
+        finally:
+            self._calls.pop(live.message_id, None)
         live.publish(done)
 
     def _write_end(self, message_id: str, batch: list[TurnEvent], out: _Outcome) -> None:
         t = self.stores.transcript
+        error = RunError(out.error_code or "error", out.error_message or "") if out.status == "failed" else None
         with db.write_tx(self.stores.conversations.engine) as c:
-            append_events(c, message_id, batch)
+            self.engine.write_end(c, message_id, batch, self._calls.get(message_id, []),
+                                  _RUN_STATUS[out.status], error)
             if out.pending is not None:
                 p = out.pending
                 t.add_pending(message_id, call_id=p.call_id, tool=p.tool, arguments=p.arguments,
@@ -553,6 +509,8 @@ class _Sink:
         self.describe = describe
         #: The held call, with the card's text ``describe`` gave it.
         self.pending: HeldCall | None = None
+        #: Each call's policy, by call id: a denied call is audited as such.
+        self.policies: dict[str, str | None] = {}
 
     async def __call__(self, event: RunEvent) -> None:
         live = self.live
@@ -570,11 +528,16 @@ class _Sink:
             self.steps.boundary()
             live.emit("activity", {"label": event.label})
         elif isinstance(event, ToolCallEvent):
+            live.call_started(event.name, event.arguments, event.call_id)
+            self.policies[event.call_id] = event.policy
             if event.call_id in self.announced:
                 return
             live.emit("tool_call", {"call_id": event.call_id, "name": event.name, "arguments": event.arguments,
                                     "policy": event.policy})
         elif isinstance(event, ToolResultEvent):
+            denied = self.policies.get(event.call_id) == "deny"
+            live.call_finished(event.call_id, "denied" if denied else "error" if event.is_error else "ok",
+                               event.content if event.is_error else None)
             live.emit("tool_result", {"call_id": event.call_id, "name": event.name, "content": event.content,
                                       "is_error": event.is_error})
         elif isinstance(event, UsageEvent):
@@ -588,6 +551,7 @@ class _Sink:
                 except Exception:  # the agent's own line is still a fair card
                     log.exception("could not describe the held call %s", a.call_id)
             self.pending = a
+            live.call_finished(a.call_id, "held")  # the resumed turn records it again when it runs
             live.emit("pending_action", {"call_id": a.call_id, "tool": a.tool, "arguments": a.arguments,
                                          "description": a.description})
         elif isinstance(event, DoneEvent):
@@ -599,6 +563,3 @@ def _unanswered(transcript: Sequence[Message], call_id: str) -> bool:
     results = {r.call_id for m in transcript for r in m.tool_results}
     return call_id in calls and call_id not in results
 
-
-def _event(seq: int, kind: Literal["error", "done"], data: dict[str, Any], stamp: int) -> TurnEvent:
-    return TurnEvent(seq, kind, data, stamp)

@@ -58,7 +58,7 @@ class ChatSettings:
     #: How often a running turn looks for a cancel made in another process, in seconds.
     cancel_poll: float = 0.5
     #: How often a running turn proves it is alive, and when silence means it is not (a turn
-    #: whose runner is provably gone is settled without waiting; see ``noteloom.chat.liveness``).
+    #: whose runner is provably gone is settled without waiting; see ``noteloom.runs.liveness``).
     heartbeat: float = 2.0
     stale_after: float = 10.0
     #: ``[agent]`` in noteloom.toml: the budgets a conversation leaves unset.

@@ -1,15 +1,15 @@
-"""Whether the runner of a ``running`` turn is alive: a lease each turn runner holds.
+"""Whether the runner of a ``running`` run is alive: a lease each run engine holds.
 
-Every turn runner (one per server process, or per ``noteloom chat --approve``) takes a
+Every run engine (one per server process, or per ``noteloom chat --approve``) takes a
 random id and holds a workspace lock named after it (:class:`noteloom.locks.WorkspaceLock`:
 a ``flock`` on SQLite, a session advisory lock on PostgreSQL) for as long as it lives.
-The id is written with each turn it starts, in the transaction that makes the turn
+The id is written with each run it starts, in the transaction that makes the run
 ``running``. The operating system (or PostgreSQL, when the connection drops) frees the
 lock the moment the process dies, so anyone who can take a runner's lock knows that
-none of its turns is running any more: a server starting after a crash settles them at
+none of its runs is running any more: a server starting after a crash settles them at
 once instead of waiting for their heartbeat to go stale. A runner that holds its lock
 is alive, whichever process or server it is in (``serve --workers``, several servers on
-one PostgreSQL), and its turns are left alone.
+one PostgreSQL), and its runs are left alone.
 
 Where the lock proves nothing (an in-memory database, a lock that cannot be taken for
 another reason) the heartbeat still decides, as before.
@@ -28,9 +28,9 @@ from noteloom.db import new_id
 from noteloom.errors import StorageError
 from noteloom.locks import WorkspaceLock
 
-log = logging.getLogger("noteloom.chat")
+log = logging.getLogger("noteloom.runs")
 
-_PREFIX = "chat-runner-"
+_PREFIX = "runner-"
 
 
 def _lock(engine: Engine, runner_id: str) -> WorkspaceLock:
@@ -56,7 +56,7 @@ class RunnerLease:
 
     def acquire(self) -> None:
         if not self._lock.try_acquire():  # a fresh random id: nobody else can hold it
-            raise StorageError(f"the chat runner lock {self._lock.name!r} is held by someone else; start again")
+            raise StorageError(f"the run engine lock {self._lock.name!r} is held by someone else; start again")
 
     def release(self) -> None:
         _discard(self._lock)
@@ -71,8 +71,8 @@ def runner_gone(engine: Engine, runner_id: str) -> bool:
     try:
         if not lock.try_acquire():
             return False
-    except Exception:  # unsure: leave the turn to its heartbeat
-        log.warning("could not probe chat runner %s", runner_id, exc_info=True)
+    except Exception:  # unsure: leave the run to its heartbeat
+        log.warning("could not probe runner %s", runner_id, exc_info=True)
         return False
     _discard(lock)
     return True
