@@ -22,6 +22,7 @@ from noteloom.chat import tables as chat_tables
 from noteloom.cli import cli
 from noteloom.config import load_settings
 from noteloom.plugins import hookimpl
+from noteloom.providers import ProviderType
 from noteloom.providers.scripted import ScriptedProvider
 from noteloom.tools import ToolContext, ToolDef
 
@@ -64,7 +65,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     @hookimpl
     def register_providers(register: Any) -> None:
-        register("recorder", lambda config: Recorder.model)
+        register(ProviderType("recorder", lambda config: Recorder.model))
 
     module.register_tools = register_tools  # type: ignore[attr-defined]
     module.register_providers = register_providers  # type: ignore[attr-defined]

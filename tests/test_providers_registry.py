@@ -22,6 +22,7 @@ from noteloom.providers import (
     ProviderConfig,
     ProviderError,
     ProviderRegistry,
+    ProviderType,
     parse_address,
 )
 from noteloom.providers.anthropic import AnthropicProvider
@@ -157,7 +158,7 @@ class ParrotProvider(EchoProvider):
 class ParrotPlugin:
     @hookimpl
     def register_providers(self, register: Any) -> None:
-        register("parrot", lambda config: ParrotProvider(config.name))
+        register(ProviderType("parrot", lambda config: ParrotProvider(config.name)))
 
 
 def test_plugins_add_provider_types_through_the_same_hook(tmp_path: Path) -> None:

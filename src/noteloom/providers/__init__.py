@@ -2,7 +2,8 @@
 
 ``Provider`` (in ``base``) is the protocol; ``ProviderRegistry`` finds one by name.
 Adapters: ``openai_compat`` (OpenAI and every compatible server), ``anthropic``,
-and two offline ones that need no key, ``echo`` and ``scripted``. Failures are
+and two offline ones that need no key, ``echo`` and ``scripted``; each is a
+``ProviderType`` registered through the ``register_providers`` hook. Failures are
 ``ProviderError`` with a stable ``code``. The SDKs are imported on first use only.
 """
 
@@ -27,6 +28,8 @@ from noteloom.providers.registry import (
     ProviderFactory,
     ProviderInfo,
     ProviderRegistry,
+    ProviderSetting,
+    ProviderType,
     build_provider_registry,
     parse_address,
     provider_types,
@@ -47,6 +50,8 @@ __all__ = [
     "ProviderFactory",
     "ProviderInfo",
     "ProviderRegistry",
+    "ProviderSetting",
+    "ProviderType",
     "SystemBlock",
     "ThinkingLevel",
     "Timeouts",

@@ -1,8 +1,10 @@
 """The configured providers, by name; a model is addressed as ``name:model``.
 
 Provider *types* (``openai``, ``anthropic``, ``echo``, ``scripted`` and any a plugin
-adds) register through the ``register_providers`` hook. Named *instances* come from
-``[providers.NAME]`` tables in ``noteloom.toml``::
+adds) register through the ``register_providers`` hook, each as a :class:`ProviderType`:
+its name, its factory, the environment variable of its vendor's API key, its settings, and
+whether it is an offline model. Nothing here knows any type by name. Named *instances*
+come from ``[providers.NAME]`` tables in ``noteloom.toml``::
 
     [providers]
     default = "local:qwen3:14b"          # used when no -m is given
@@ -15,11 +17,14 @@ adds) register through the ``register_providers`` hook. Named *instances* come f
     [providers.claude]
     type = "anthropic"
 
-``openai`` and ``anthropic`` exist without a table when ``OPENAI_API_KEY`` /
-``ANTHROPIC_API_KEY`` is set; ``echo`` always exists, and so does ``scripted``, which
-plays nothing until a table names its script (``script = "PATH"``). A key in the
-environment wins over ``api_key`` in the file; ``NOTELOOM_MODEL`` wins over
-``[providers] default``. Instances are built on first use.
+A type with a key variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``) exists as a provider
+of its own name without a table when the variable is set; an offline type (``echo``,
+``scripted``, which plays nothing until a table names its script) always does. A table
+named like a type needs no ``type``. A key in the environment wins over ``api_key`` in the
+file; ``NOTELOOM_MODEL`` wins over ``[providers] default``. A table may hold only the
+settings its type declares (and ``type``, ``api_key``, ``api_key_env``), of their types:
+anything else is a problem raised when the provider is used. Instances are built on first
+use.
 """
 
 from __future__ import annotations
@@ -27,11 +32,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from noteloom.errors import ConfigError
 from noteloom.providers.base import Provider, ProviderConfig
-from noteloom.providers.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
     import pluggy
@@ -39,14 +43,107 @@ if TYPE_CHECKING:
 log = logging.getLogger("noteloom.providers")
 
 ProviderFactory = Callable[[ProviderConfig], Provider]
-#: Where the built-in types look for a key when the table names no ``api_key_env``
-#: (only for the vendor's own endpoint: a local server never gets the vendor's key).
-VENDOR_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-OFFLINE = ("echo", "scripted")
+#: What the settings file says when no model is configured, with the built-in types (the
+#: registry words it from the types it has: :meth:`ProviderRegistry.no_model_help`).
 NO_MODEL_HELP = (
     "no model is configured. Set OPENAI_API_KEY or ANTHROPIC_API_KEY, add a [providers.NAME] table "
     "to noteloom.toml, or try the offline model now with -m echo"
 )
+#: Settings every table may hold, whatever its type: read by the registry itself.
+COMMON_SETTINGS = ("type", "api_key", "api_key_env")
+#: The Python types a setting may have, as a settings file writes them.
+_KIND_NAMES: dict[type, str] = {
+    str: "a string", int: "a whole number", float: "a number", bool: "true or false",
+    list: "a list", dict: "a table",
+}
+
+
+@dataclass(frozen=True)
+class ProviderSetting:
+    """One setting a provider type reads from its ``[providers.NAME]`` table."""
+
+    name: str
+    #: ``str``, ``int``, ``float`` (an integer is accepted), ``bool``, ``list`` or ``dict`` (a table).
+    type: type
+    #: What the type does without it; ``None``: nothing, or a default that depends on others.
+    default: Any = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in _KIND_NAMES:
+            raise TypeError(f"setting {self.name!r}: its type must be one of str, int, float, bool, list, dict")
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with ``value`` for this setting, or ``None``."""
+        if self.type is float:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        elif self.type is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif self.type is dict:
+            ok = isinstance(value, Mapping)
+        else:
+            ok = isinstance(value, self.type)
+        return None if ok else f"{self.name} must be {_KIND_NAMES[self.type]}, not {value!r}"
+
+
+@dataclass(frozen=True)
+class ProviderType:
+    """A kind of provider a ``[providers.NAME]`` table can name with ``type = "NAME"``.
+
+    noteloom's own types register through the same hook as a plugin's
+    (``noteloom.default_plugins.providers``), and nothing in the registry knows them by name.
+    """
+
+    name: str
+    #: Builds the provider of one table (``config.options`` holds its settings, with the
+    #: declared defaults filled in; ``config.api_key`` the key found). Raise ``ConfigError``
+    #: for a setting that is wrong in a way its type cannot say.
+    factory: ProviderFactory
+    description: str = ""
+    #: The environment variable that holds the vendor's API key. Set, it makes a provider of
+    #: the type's own name exist without a table, and it is where a table's key is looked
+    #: for when the table names neither ``api_key_env`` nor ``base_url`` (a server of your
+    #: own never receives the vendor's key).
+    key_env: str | None = None
+    #: Everything a table of this type may hold besides ``type``, ``api_key``, ``api_key_env``.
+    settings: tuple[ProviderSetting, ...] = ()
+    #: An offline model (needs no key, talks to no one): a provider of the type's own name
+    #: always exists, it is offered to newcomers, and it is never the default model.
+    offline: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name or ":" in self.name or not self.name.strip():
+            raise ValueError(f"a provider type's name cannot be empty or contain ':', not {self.name!r}")
+        names = [s.name for s in self.settings]
+        clash = sorted({n for n in names if names.count(n) > 1 or n in COMMON_SETTINGS})
+        if clash:
+            raise ValueError(f"provider type {self.name!r}: settings {clash} are declared twice or are the registry's own")
+
+    def setting(self, name: str) -> ProviderSetting | None:
+        return next((s for s in self.settings if s.name == name), None)
+
+    def checked_options(self, where: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` of a table, each checked against its setting, with the defaults filled
+        in; ``ConfigError`` for an unknown setting or a value of the wrong type."""
+        out: dict[str, Any] = {s.name: s.default for s in self.settings if s.default is not None}
+        for key, value in options.items():
+            setting = self.setting(key)
+            if setting is None:
+                known = ", ".join([*COMMON_SETTINGS, *(s.name for s in self.settings)])
+                raise ConfigError(f"{where}: {self.name} has no setting {key!r}; it takes {known}")
+            problem = setting.problem(value)
+            if problem is not None:
+                raise ConfigError(f"{where}: {problem}")
+            out[key] = value
+        return out
+
+
+@runtime_checkable
+class ChecksModel(Protocol):
+    """A provider that refuses some model names before any call (the scripted model's name
+    must not look like a file to read)."""
+
+    def check_model(self, model: str) -> None: ...
 
 
 def parse_address(address: str) -> tuple[str, str | None]:
@@ -76,14 +173,15 @@ class ProviderRegistry:
 
     def __init__(
         self,
-        factories: Mapping[str, ProviderFactory],
+        types: Mapping[str, ProviderType],
         configs: Mapping[str, ProviderConfig],
         *,
         default: str | None = None,
         configured: tuple[str, ...] = (),
         problem: str | None = None,
     ) -> None:
-        self.factories = dict(factories)
+        #: The provider types, in the order they were registered.
+        self.types = dict(types)
         #: A settings problem not tied to one provider, raised when the default model is needed.
         self.problem = problem
         self.configs = dict(configs)
@@ -106,21 +204,19 @@ class ProviderRegistry:
         if config is not None and config.problem:
             raise ConfigError(config.problem)
         if config is None:
-            if name in VENDOR_KEY_ENV:
-                raise ConfigError(
-                    f"provider {name!r} needs an API key: set {VENDOR_KEY_ENV[name]} "
-                    "(or try the offline model with -m echo)"
-                )
+            kind = self.types.get(name)
+            if kind is not None and kind.key_env:
+                raise ConfigError(f"provider {name!r} needs an API key: set {kind.key_env}{self._offline_hint()}")
             raise ConfigError(
                 f"no provider named {name!r}; there are: {', '.join(self.names())} "
                 "(`noteloom models` lists them; add a [providers.NAME] table for a new one)"
             )
-        factory = self.factories.get(config.type)
-        if factory is None:
+        kind = self.types.get(config.type)
+        if kind is None:
             raise ConfigError(
-                f"{config.where}: unknown type {config.type!r}; known types: {', '.join(sorted(self.factories))}"
+                f"{config.where}: unknown type {config.type!r}; known types: {', '.join(sorted(self.types))}"
             )
-        provider = factory(config)
+        provider = kind.factory(config)
         self._instances[name] = provider
         return provider
 
@@ -130,7 +226,7 @@ class ProviderRegistry:
             raise ConfigError(self.problem)
         address = address or self.default_address()
         if not address:
-            raise ConfigError(NO_MODEL_HELP)
+            raise ConfigError(self.no_model_help())
         name, model = parse_address(address)
         provider = self.get(name)
         model = model or provider.default_model
@@ -139,18 +235,40 @@ class ProviderRegistry:
                 f"provider {name!r} has no default model: write -m {name}:MODEL, "
                 f"or set default_model in [providers.{name}]"
             )
-        if isinstance(provider, ScriptedProvider):
+        if isinstance(provider, ChecksModel):
             provider.check_model(model)
         return provider, model
 
+    def no_model_help(self) -> str:
+        """What to do when no model is configured, from the types there are."""
+        keys = [t.key_env for t in self.types.values() if t.key_env]
+        ways = [f"Set {' or '.join(keys)}"] if keys else []
+        ways.append("add a [providers.NAME] table to noteloom.toml")
+        offline = self._offline()
+        if offline:
+            ways.append(f"try the offline model now with -m {offline}")
+        return "no model is configured. " + ", ".join(ways[:-1]) + (", or " if len(ways) > 1 else "") + ways[-1]
+
+    def _offline(self) -> str | None:
+        return next((t.name for t in self.types.values() if t.offline and t.name in self.configs), None)
+
+    def _offline_hint(self) -> str:
+        offline = self._offline()
+        return f" (or try the offline model with -m {offline})" if offline else ""
+
     def default_address(self) -> str | None:
         """``NOTELOOM_MODEL`` / ``[providers] default``, else the first configured provider
-        with a default model, else Anthropic or OpenAI when their key is set. Never an
-        offline model: a newcomer is told about ``echo`` instead."""
+        with a default model, else a provider that exists through its type's key variable
+        (in the order the types were registered: a plugin's before noteloom's own, Anthropic
+        before OpenAI). Never an offline model: a newcomer is told about it instead."""
         if self.default:
             return self.default
-        candidates = [n for n in self.configured if self.configs[n].type not in OFFLINE]
-        candidates += [n for n in ("anthropic", "openai") if n in self.configs and n not in candidates]
+        offline = {t.name for t in self.types.values() if t.offline}
+        candidates = [n for n in self.configured if self.configs[n].type not in offline]
+        candidates += [
+            t.name for t in self.types.values()
+            if t.key_env and t.name in self.configs and t.name not in candidates and not t.offline
+        ]
         for name in candidates:
             try:
                 provider = self.get(name)
@@ -186,24 +304,31 @@ class ProviderRegistry:
             await provider.aclose()
 
 
-def provider_types(plugins: pluggy.PluginManager) -> dict[str, ProviderFactory]:
-    """Provider types registered through the ``register_providers`` hook."""
-    factories: dict[str, ProviderFactory] = {}
+def provider_types(plugins: pluggy.PluginManager) -> dict[str, ProviderType]:
+    """Provider types registered through the ``register_providers`` hook, in the order the
+    hook gave them (the plugins registered last first, so a plugin's type may replace one of
+    noteloom's own of the same name)."""
+    types: dict[str, ProviderType] = {}
 
-    def register(type_name: str, factory: ProviderFactory) -> None:
-        if type_name in factories:
-            log.warning("provider type %r is registered twice; the second one is ignored", type_name)
+    def register(provider_type: ProviderType, *rest: object) -> None:
+        if not isinstance(provider_type, ProviderType) or rest:
+            raise TypeError(
+                "register_providers: call register(ProviderType(name, factory, ...)) once per type, "
+                f"not register({provider_type!r}, ...)"
+            )
+        if provider_type.name in types:
+            log.warning("provider type %r is registered twice; the second one is ignored", provider_type.name)
             return
-        factories[type_name] = factory
+        types[provider_type.name] = provider_type
 
     plugins.hook.register_providers(register=register)
-    return factories
+    return types
 
 
 def build_provider_registry(
     file: Mapping[str, Any],
     env: Mapping[str, str],
-    factories: Mapping[str, ProviderFactory],
+    types: Mapping[str, ProviderType],
 ) -> ProviderRegistry:
     """The registry for a parsed ``noteloom.toml`` and an environment."""
     # Problems are raised when a model is used, not here: a typo in [providers]
@@ -217,41 +342,51 @@ def build_provider_registry(
     if default is not None and not isinstance(default, str):
         problem = f"[providers] default must be an address like \"local:qwen3\", not {default!r}"
         default = None
-    configs: dict[str, ProviderConfig] = {name: ProviderConfig(name, name) for name in OFFLINE}
-    for name, vendor_env in VENDOR_KEY_ENV.items():
-        if env.get(vendor_env):
-            configs[name] = ProviderConfig(name, name, {}, env[vendor_env], vendor_env)
+    configs: dict[str, ProviderConfig] = {}
+    for kind in types.values():
+        if kind.offline:
+            configs[kind.name] = ProviderConfig(kind.name, kind.name, kind.checked_options("", {}))
+        elif kind.key_env and env.get(kind.key_env):
+            configs[kind.name] = ProviderConfig(
+                kind.name, kind.name, kind.checked_options("", {}), env[kind.key_env], kind.key_env
+            )
     configured: list[str] = []
     for name, options in table.items():
         if name == "default":
             continue
         try:
-            configs[name] = _config(name, options, env)
+            configs[name] = _config(name, options, env, types)
         except ConfigError as exc:
             # A broken table must not stop the app from opening: it fails when used.
             configs[name] = ProviderConfig(name, "invalid", problem=str(exc))
         configured.append(name)
-    return ProviderRegistry(factories, configs, default=default, configured=tuple(configured), problem=problem)
+    return ProviderRegistry(types, configs, default=default, configured=tuple(configured), problem=problem)
 
 
-def _config(name: str, options: Any, env: Mapping[str, str]) -> ProviderConfig:
-    """One ``[providers.NAME]`` table, checked, with its key looked up."""
+def _config(name: str, options: Any, env: Mapping[str, str], types: Mapping[str, ProviderType]) -> ProviderConfig:
+    """One ``[providers.NAME]`` table, checked against its type, with its key looked up."""
+    where = f"[providers.{name}]"
     if not isinstance(options, Mapping):
-        raise ConfigError(f"[providers.{name}] must be a table with at least a type")
+        raise ConfigError(f"{where} must be a table with at least a type")
     if ":" in name or not name.strip():
-        raise ConfigError(f"[providers.{name}]: a provider name cannot be empty or contain ':'")
-    kind = options.get("type", name if name in (*VENDOR_KEY_ENV, *OFFLINE) else None)
-    if not isinstance(kind, str):
-        raise ConfigError(f"[providers.{name}] needs type = \"openai\", \"anthropic\", \"echo\" or \"scripted\"")
+        raise ConfigError(f"{where}: a provider name cannot be empty or contain ':'")
+    kind_name = options.get("type", name if name in types else None)
+    if not isinstance(kind_name, str):
+        known = ", ".join(f'"{t}"' for t in types)
+        raise ConfigError(f"{where} needs type = one of {known}")
     named_env = options.get("api_key_env")
     if named_env is not None and not isinstance(named_env, str):
-        raise ConfigError(f"[providers.{name}]: api_key_env must name an environment variable")
-    key_env: str | None = named_env
-    if key_env is None and "base_url" not in options:
-        key_env = VENDOR_KEY_ENV.get(kind)
+        raise ConfigError(f"{where}: api_key_env must name an environment variable")
     file_key = options.get("api_key")
     if file_key is not None and not isinstance(file_key, str):
-        raise ConfigError(f"[providers.{name}]: api_key must be a string")
+        raise ConfigError(f"{where}: api_key must be a string")
+    rest = {k: v for k, v in options.items() if k not in COMMON_SETTINGS}
+    kind = types.get(kind_name)
+    key_env: str | None = named_env
+    if kind is not None:
+        if key_env is None and "base_url" not in options:
+            key_env = kind.key_env
+        rest = kind.checked_options(where, rest)
+    # An unknown type is said when the provider is used (the registry names the known ones).
     api_key = (env.get(key_env) if key_env else None) or file_key
-    rest = {k: v for k, v in options.items() if k not in ("type", "api_key", "api_key_env")}
-    return ProviderConfig(name, kind, rest, api_key, key_env)
+    return ProviderConfig(name, kind_name, rest, api_key, key_env)
