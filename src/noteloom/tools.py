@@ -48,6 +48,7 @@ from noteloom.errors import (
     mapped,
 )
 from noteloom.jsonvalues import find_problem
+from noteloom.renderspec import RenderSpec, render_result
 from noteloom.workspace import Notebook, User, Workspace
 
 if TYPE_CHECKING:
@@ -142,6 +143,9 @@ class ToolResult:
     #: ``None`` (from a handler): as the tool declares (``ToolDef.untrusted_output``);
     #: ``call_tool`` always returns a bool here.
     untrusted: bool | None = None
+    #: The JSON form of what the tool's renderer made of this call (``ToolDef.render``),
+    #: checked; set by ``call_tool`` only.
+    render: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,10 @@ class ToolDef:
     #: Its output can carry text the user did not write (clipped notes today): the agent
     #: fences such results and a recipe using the tool counts as tainted.
     untrusted_output: bool = False
+    #: How a person's screen shows a result: ``(validated input, output payload) ->
+    #: RenderSpec | None`` (noteloom.renderspec), called after each successful call. Without
+    #: one, or when it fails, the chat shows the result as JSON.
+    render: Callable[[Mapping[str, Any], Any], RenderSpec | None] | None = None
 
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
         if self.effect == "read":
@@ -498,11 +506,12 @@ async def call_tool(ctx: ToolContext, tool: ToolDef, args: Any) -> ToolResult:
     except Exception as exc:
         log.exception("tool %s failed on %r", tool.name, checked)
         raise ToolFailure(internal_error(tool.name)) from exc
-    if not isinstance(result, ToolResult):
-        result = ToolResult(result)
-    if result.untrusted is None:
-        result = ToolResult(result.payload, tool.untrusted_output)
-    return result
+    payload, untrusted = (result.payload, result.untrusted) if isinstance(result, ToolResult) else (result, None)
+    return ToolResult(
+        payload,
+        tool.untrusted_output if untrusted is None else untrusted,
+        render_result(tool.render, tool.name, checked, payload) if tool.render is not None else None,
+    )
 
 
 def scope_from_setting(value: Any) -> NotebookScope:
