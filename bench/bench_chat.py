@@ -33,16 +33,15 @@ from typing import Any
 
 import anyio
 import httpx2 as httpx
-import sqlalchemy as sa
 import uvicorn
 
 from noteloom.app import App, access_token, open_app
 from noteloom.chat import chat_lifespan
-from noteloom.chat import tables as t
 from noteloom.config import load_settings
 from noteloom.messages import StreamEnd, StreamEvent, TextDelta, Usage, UsageUpdate
 from noteloom.providers import ModelRequest
 from noteloom.providers.scripted import ScriptedProvider
+from noteloom.runs import read_events
 from noteloom.web.app import create_web_app
 
 TARGET_P50_MS = 20.0
@@ -152,8 +151,7 @@ async def concurrency(client: httpx.AsyncClient, app: App, conversations: int, c
     with app.workspace.read() as c:
         for mid in ids:
             seqs = seen[mid]
-            stored = list(c.execute(sa.select(t.events.c.seq).where(t.events.c.message_id == mid)
-                                    .order_by(t.events.c.seq)).scalars())
+            stored = [e.seq for e in read_events(c, mid, 0, limit=1_000_000)]
             ok = seqs == list(range(1, len(seqs) + 1)) and seqs == stored and texts[mid] == expected
             problems += not ok
     events = sum(len(s) for s in seen.values())
