@@ -12,8 +12,7 @@ from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 
-from noteloom.plugins import hookimpl
-from noteloom.tools import ToolDef
+from noteloom.plugins import ToolDef, hookimpl
 from trip_packing.tool import PLAN_TRIP_PACKING, PLUGIN
 
 __all__ = ["PLAN_TRIP_PACKING", "PLUGIN", "STATIC", "register_static", "register_tools"]

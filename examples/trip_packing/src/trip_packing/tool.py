@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
-from noteloom.errors import InvalidInput, QueryError
-from noteloom.renderspec import Image, Item, ItemList, RenderSpec, asset
-from noteloom.tools import ToolContext, ToolDef, ToolResult
-from noteloom.workspace import Note
+from noteloom.errors import QueryError
+from noteloom.plugins import (
+    Image,
+    Item,
+    ItemList,
+    RenderSpec,
+    ToolContext,
+    ToolDef,
+    ToolError,
+    ToolResult,
+    asset,
+)
 
 if TYPE_CHECKING:
+    from noteloom.workspace import Note
     from trip_packing.packing import PackingList, PlaceNote
 
 PLUGIN = "trip_packing"
@@ -22,8 +32,12 @@ MAX_DAYS = 90
 MAX_COMPANIONS = 20
 #: Items the list holds at most (the longest lists people keep are well under this).
 MAX_ITEMS = 150
-#: Notes whose title says packing or pack, or that carry a tag starting with packing.
-LISTS_QUERY = "any:1 title:packing title:pack tag:packing*"
+#: Notes titled as packing lists, or tagged packing…: a title that merely says "pack" is as
+#: often about code ("Pack the values") as about trips.
+LISTS_QUERY = (
+    'any:1 title:"packing list" title:"pack list" title:"packing checklist" title:"what to pack" '
+    'title:"things to pack" title:"packing for" tag:packing*'
+)
 
 
 _STR = {"type": "string"}
@@ -94,12 +108,12 @@ def plan_trip_packing(
     """
     destination = " ".join(destination.split())
     if not destination:
-        raise InvalidInput("destination is empty; say where the trip goes", field="destination")
+        raise ToolError("destination is empty; say where the trip goes")
     if not 1 <= days <= MAX_DAYS:
-        raise InvalidInput(f"days must be from 1 to {MAX_DAYS}, not {days}", field="days")
+        raise ToolError(f"days must be from 1 to {MAX_DAYS}, not {days}")
     companions = [c for c in (" ".join(c.split()) for c in companions or []) if c]
     if len(companions) > MAX_COMPANIONS:
-        raise InvalidInput(f"companions names {len(companions)} people or pets; the most is {MAX_COMPANIONS}", field="companions")
+        raise ToolError(f"companions names {len(companions)} people or pets; the most is {MAX_COMPANIONS}")
     # Read at the first call: every `noteloom` command registers the tool, few call it.
     from trip_packing.packing import party_of, plan
 
@@ -143,24 +157,37 @@ def _read_notes(ctx: ToolContext, destination: str) -> tuple[list[PackingList], 
     from trip_packing.packing import PlaceNote, read_list, things_to_bring
 
     ws = ctx.workspace
+    place = _ARTICLE.sub("", destination)
     with ws.read() as c:
         allowed = ctx.allowed_notebooks(conn=c)
-        list_hits = search_notes(ws, LISTS_QUERY, limit=50, notebook_ids=allowed, conn=c)
-        try:
-            place_hits = search_notes(ws, _phrase(destination), limit=MAX_PLACE_NOTES + MAX_LISTS,
-                                      notebook_ids=allowed, conn=c)
-        except QueryError:  # nothing in it a search can match (punctuation only …)
-            place_hits = []
+        list_hits = search_notes(ws, LISTS_QUERY, limit=100, notebook_ids=allowed, conn=c)
         lists_ids = {h.id for h in list_hits}
-        notes = ws.get_notes([h.id for h in list_hits] + [h.id for h in place_hits if h.id not in lists_ids], conn=c)
-    where = destination.lower()
-    found = sorted((n for n in notes.values() if n.id in lists_ids), key=lambda n: -n.updated_time)
-    found.sort(key=lambda n: where not in n.title.lower())  # stable: this destination's lists first
-    lists_notes = found[:MAX_LISTS]
-    place_notes = [notes[h.id] for h in place_hits if h.id in notes and h.id not in lists_ids][:MAX_PLACE_NOTES]
+        place_hits: list[Any] = []
+        # The place as a phrase, else its first part ("Lake District" of "Lake District, Cumbria").
+        first = _PART.split(place, maxsplit=1)[0]
+        for query in dict.fromkeys(_phrase(p) for p in (place, first) if _phrase(p).strip('" ')):
+            try:
+                place_hits = search_notes(ws, query, limit=MAX_PLACE_NOTES + len(lists_ids), notebook_ids=allowed,
+                                          conn=c)
+            except QueryError:  # nothing in it a search can match (punctuation only …)
+                continue
+            if place_hits:
+                break
+        where = first.lower()
+        ranked = sorted(list_hits, key=lambda h: -h.updated_time)
+        ranked.sort(key=lambda h: where not in h.title.lower())  # stable: this destination's lists first
+        list_ids = [h.id for h in ranked[:MAX_LISTS]]
+        place_ids = [h.id for h in place_hits if h.id not in lists_ids][:MAX_PLACE_NOTES]
+        notes = ws.get_notes(list_ids + place_ids, conn=c)
+    lists_notes = [notes[i] for i in list_ids if i in notes]
+    place_notes = [notes[i] for i in place_ids if i in notes]
     lists = [read_list(n.id, n.title, n.body, n.updated_time) for n in lists_notes]
     places = [PlaceNote(n.id, n.title, tuple(things_to_bring(n.body))) for n in place_notes]
     return lists, places, [*lists_notes, *place_notes]
+
+
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
+_PART = re.compile(r"\s*[,;(/]\s*|\s+(?:in|near|around)\s+", re.IGNORECASE)
 
 
 def _phrase(text: str) -> str:
