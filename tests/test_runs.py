@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from decimal import Decimal
 
 import anyio
 import pytest
@@ -21,6 +22,7 @@ from noteloom.runs import (
     RunEvent,
     RunHandle,
     RunSettings,
+    Spent,
     read_events,
     store,
 )
@@ -145,11 +147,11 @@ async def test_events_are_numbered_and_resumable_from_any_seq_live_and_from_the_
 async def test_a_run_that_waits_and_resumes_numbers_its_events_on(engine: Engine) -> None:
     async def first(h: RunHandle) -> RunEnd:
         h.emit("tick", {})
-        return RunEnd("waiting", done={"status": "waiting"})
+        return RunEnd("waiting", done={"status": "waiting"}, spent=Spent(100, 10, Decimal("0.001"), "m:one"))
 
     async def second(h: RunHandle) -> RunEnd:
         h.emit("tick", {})
-        return RunEnd("succeeded")
+        return RunEnd("succeeded", spent=Spent(50, 5, Decimal("0.0005")))
 
     async with running(engine) as runs:
         rid = new_run(runs)
@@ -161,7 +163,24 @@ async def test_a_run_that_waits_and_resumes_numbers_its_events_on(engine: Engine
         await runs.execute(RunHandle(rid, seq + 1), second)
     assert [e.seq for e in stored(engine, rid)] == [1, 2, 3, 4]
     assert [e.kind for e in stored(engine, rid)] == ["tick", "done", "tick", "done"]
-    assert row(engine, rid).status == "succeeded" and row(engine, rid).runner_id == runs.id
+    run = row(engine, rid)
+    assert run.status == "succeeded" and run.runner_id == runs.id
+    # What each part spent is counted once, the model kept from the part that named it.
+    assert (run.input_tokens, run.output_tokens, run.cost_usd, run.model) == (150, 15, Decimal("0.0015"), "m:one")
+
+
+async def test_a_part_of_unknown_price_leaves_the_runs_cost_unknown(engine: Engine) -> None:
+    async def unpriced(h: RunHandle) -> RunEnd:
+        return RunEnd("succeeded", spent=Spent(7, 3, None, "local:model"))
+
+    async with running(engine) as runs:
+        rid = new_run(runs)
+        await runs.execute(RunHandle(rid), unpriced)
+    run = row(engine, rid)
+    assert (run.input_tokens, run.output_tokens, run.cost_usd) == (7, 3, None)
+    with db.read_tx(engine) as c:
+        shown = store.view(c, rid)
+    assert shown is not None and shown["cost_usd"] is None and shown["usage"] == {"input_tokens": 7, "output_tokens": 3}
 
 
 # -- cancel ---------------------------------------------------------------------------------

@@ -39,15 +39,18 @@ def calls_of(app: App, message_id: str) -> list[tuple[str, str | None]]:
 async def test_a_turn_is_a_run_whose_events_are_what_was_streamed(any_app: App) -> None:
     app = any_app
     owner = app.workspace.ensure_owner()
-    scripted(app, [{"chunks": ["Hel", "lo"]}])
+    scripted(app, [{"chunks": ["Hel", "lo"], "usage": {"input_tokens": 40, "output_tokens": 3}}])
     async with running_chat(app) as chat:
         sent = await chat.send(owner, "Say hello", controls={"model": "play:script"})
         running = run_of(app, sent.message_id)
         assert (running.status, running.runner_id) == ("running", chat.runner.id)
         assert running.heartbeat_time is not None and running.started_time is not None
         events = await collect(chat, owner, sent.message_id)
+        view = await chat.message(owner, sent.message_id)
     run = run_of(app, sent.message_id)
     assert (run.kind, run.subject_id, run.user_id, run.status) == ("chat_turn", sent.message_id, owner.id, "succeeded")
+    assert (run.model, run.input_tokens, run.output_tokens) == (view["model"], 40, 3)
+    assert str(run.cost_usd) == view["cost_usd"] == "0"
     with app.workspace.read() as c:
         stored = store.read_events(c, sent.message_id, 0)
     assert [(e.seq, e.kind, e.data) for e in stored] == [(e.seq, e.kind, e.data) for e in events]

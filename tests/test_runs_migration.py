@@ -71,6 +71,7 @@ def test_the_chats_turns_become_runs_with_their_events_and_come_back_on_downgrad
             _insert(c, "chat_messages", id=mid, conversation_id="c1", position=pos, role="assistant",
                     content="half", status=status, runner_id=runner, heartbeat_time=beat,
                     cancel_requested=cancel, error_code="api_error" if status == "failed" else None,
+                    model="play:script", input_tokens=pos * 10, output_tokens=pos, cost_usd=None if pos == 4 else "0.25",
                     created_time=10, started_time=11, finished_time=None if status == "running" else 12,
                     updated_time=13)
         for seq, kind, data in [(1, "status", {"status": "running"}), (2, "text", {"text": "hé"}),
@@ -89,6 +90,9 @@ def test_the_chats_turns_become_runs_with_their_events_and_come_back_on_downgrad
             "chat_turn", "u1", "m4", "runner1", 1234, True)
         assert (m4.created_time, m4.started_time, m4.finished_time) == (10, 11, None)
         assert runs["m5"].error_code == "api_error"
+        assert (runs["m2"].model, runs["m2"].input_tokens, runs["m2"].output_tokens, runs["m2"].cost_usd) == (
+            "play:script", 20, 2, "0.25")
+        assert runs["m4"].cost_usd is None
         assert _events(c, "run_events", "run_id", "m2") == [
             (1, "status", {"status": "running"}), (2, "text", {"text": "hé"}), (3, "done", {"status": "complete"}),
         ]

@@ -75,7 +75,7 @@ from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to
 from noteloom.providers.base import Provider
 from noteloom.providers.registry import ProviderRegistry
 from noteloom.runs import Run, RunCall, RunEngine, RunError, RunSettings, RunStatus
-from noteloom.runs.store import CallEnd, CallStart
+from noteloom.runs.store import CallEnd, CallStart, Spent
 from noteloom.tools import ToolContext, ToolDef, ToolError
 from noteloom.workspace import User
 
@@ -479,8 +479,9 @@ class TurnRunner:
         t = self.stores.transcript
         error = RunError(out.error_code or "error", out.error_message or "") if out.status == "failed" else None
         with db.write_tx(self.stores.conversations.engine) as c:
+            spent = Spent(out.usage.input_tokens, out.usage.output_tokens, out.cost, out.model)
             self.engine.write_end(c, message_id, batch, self._calls.get(message_id, []),
-                                  _RUN_STATUS[out.status], error)
+                                  _RUN_STATUS[out.status], error, spent)
             if out.pending is not None:
                 p = out.pending
                 t.add_pending(message_id, call_id=p.call_id, tool=p.tool, arguments=p.arguments,

@@ -16,7 +16,16 @@ of what a run does: the chat (``noteloom.chat.turns``) and the recipes build on 
 
 from noteloom.runs.engine import Body, Progress, Reaper, RunEnd, RunEngine, RunError, RunSettings
 from noteloom.runs.live import LiveRuns, RunHandle
-from noteloom.runs.store import ENDED, CallOutcome, Run, RunCall, RunEvent, RunStatus, read_events
+from noteloom.runs.store import (
+    ENDED,
+    CallOutcome,
+    Run,
+    RunCall,
+    RunEvent,
+    RunStatus,
+    Spent,
+    read_events,
+)
 
 __all__ = [
     "ENDED",
@@ -34,5 +43,6 @@ __all__ = [
     "RunHandle",
     "RunSettings",
     "RunStatus",
+    "Spent",
     "read_events",
 ]

@@ -45,7 +45,7 @@ from noteloom.errors import Busy, NoteloomError, Unavailable
 from noteloom.runs import store
 from noteloom.runs.live import LiveRuns, RunHandle
 from noteloom.runs.liveness import RunnerLease, runner_gone, sweep_leases
-from noteloom.runs.store import CallEnd, CallStart, Run, RunCall, RunEvent, RunStatus
+from noteloom.runs.store import CallEnd, CallStart, Run, RunCall, RunEvent, RunStatus, Spent
 
 log = logging.getLogger("noteloom.runs")
 
@@ -86,6 +86,8 @@ class RunEnd:
     done: dict[str, Any] | None = None
     #: The run owner's own writes, in the transaction that writes the end.
     write: Callable[[Connection], None] | None = None
+    #: What this part of the run spent on its model (added to the run's totals).
+    spent: Spent | None = None
 
     def done_data(self) -> dict[str, Any]:
         if self.done is not None:
@@ -330,15 +332,16 @@ class RunEngine:
 
     def write_end(
         self, conn: Connection, run_id: str, batch: Sequence[RunEvent], calls: Sequence[CallStart | CallEnd],
-        status: RunStatus, error: RunError | None = None,
+        status: RunStatus, error: RunError | None = None, spent: Spent | None = None,
     ) -> None:
-        """A run's end in the caller's transaction: its last events and calls, its status."""
+        """A run's end in the caller's transaction: its last events and calls, its status
+        and what it spent."""
         store.append_events(conn, run_id, batch)
         store.record_calls(conn, run_id, calls)
         if status == "running":
             raise ValueError("a run's end cannot be 'running'")
         store.settle(conn, run_id, status, error_code=error.code if error else None,
-                     error_message=error.message if error else None)
+                     error_message=error.message if error else None, spent=spent)
 
     async def finish(self, handle: RunHandle, end: RunEnd) -> None:
         """Write the end of a run in one transaction, then show its last event."""
@@ -349,7 +352,7 @@ class RunEngine:
 
         def write() -> None:
             with db.write_tx(self.db) as c:
-                self.write_end(c, handle.run_id, batch, calls, end.status, end.error)
+                self.write_end(c, handle.run_id, batch, calls, end.status, end.error, end.spent)
                 if end.write is not None:
                     end.write(c)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -50,6 +51,11 @@ class Run:
     created_time: int
     started_time: int | None
     finished_time: int | None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: ``None``: nobody knows the price.
+    cost_usd: Decimal | None = None
 
     @property
     def ended(self) -> bool:
@@ -84,7 +90,8 @@ def create(
     conn.execute(t.runs.insert(), {
         "id": run_id, "kind": kind, "user_id": user_id, "subject_id": subject_id, "status": status,
         "runner_id": runner_id if running else None, "heartbeat_time": tm if running else None,
-        "cancel_requested": False, "created_time": tm, "started_time": tm if running else None,
+        "cancel_requested": False, "input_tokens": 0, "output_tokens": 0, "cost_usd": None,
+        "created_time": tm, "started_time": tm if running else None,
         "updated_time": tm,
     })
 
@@ -96,6 +103,7 @@ def get(conn: Connection, run_id: str) -> Run | None:
     return Run(
         r.id, r.kind, r.user_id, r.subject_id, r.status, r.error_code, r.error_message, r.runner_id,
         r.heartbeat_time, bool(r.cancel_requested), r.created_time, r.started_time, r.finished_time,
+        r.model, int(r.input_tokens), int(r.output_tokens), Decimal(r.cost_usd) if r.cost_usd is not None else None,
     )
 
 
@@ -110,22 +118,52 @@ def resume(conn: Connection, run_id: str, *, runner_id: str | None) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Spent:
+    """What one part of a run spent on its model: added to the run's totals when it settles."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: ``None``: the price is unknown (the run's total is then unknown too).
+    cost: Decimal | None = Decimal(0)
+    model: str | None = None
+
+
 def settle(
     conn: Connection, run_id: str, status: RunStatus, *, error_code: str | None = None,
-    error_message: str | None = None,
+    error_message: str | None = None, spent: Spent | None = None,
 ) -> None:
-    """A run's end (or its pause, ``waiting``); its calls still open end ``interrupted``."""
+    """A run's end (or its pause, ``waiting``); its calls still open end ``interrupted``.
+    ``spent`` is added to the run's tokens and cost (a run that waited and went on adds
+    each part once)."""
     tm = now_ms()
-    conn.execute(
-        t.runs.update().where(t.runs.c.id == run_id).values(
-            status=status, error_code=error_code, error_message=error_message, cancel_requested=False,
-            finished_time=tm, updated_time=tm,
-        )
-    )
+    values: dict[str, Any] = {
+        "status": status, "error_code": error_code, "error_message": error_message, "cancel_requested": False,
+        "finished_time": tm, "updated_time": tm,
+    }
+    if spent is not None:
+        run = get(conn, run_id)
+        if run is not None:
+            first = run.finished_time is None  # nothing was counted before this part
+            prior = Decimal(0) if first else run.cost_usd
+            total = prior + spent.cost if (prior is not None and spent.cost is not None) else None
+            values.update(
+                input_tokens=run.input_tokens + spent.input_tokens,
+                output_tokens=run.output_tokens + spent.output_tokens,
+                cost_usd=format_usd(total) if total is not None else None,
+                model=spent.model or run.model,
+            )
+    conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(**values))
     conn.execute(
         t.calls.update().where(t.calls.c.run_id == run_id, t.calls.c.finished_time.is_(None))
         .values(finished_time=tm, outcome="interrupted")
     )
+
+
+def format_usd(amount: Decimal) -> str:
+    """A dollar amount as text without exponent notation."""
+    text = format(amount.normalize(), "f")
+    return text if text not in ("-0", "") else "0"
 
 
 def request_cancel(conn: Connection, run_id: str) -> bool:
@@ -286,6 +324,9 @@ def view(conn: Connection, run_id: str) -> dict[str, Any] | None:
         "started_time": run.started_time,
         "finished_time": run.finished_time,
         "heartbeat_time": run.heartbeat_time,
+        "model": run.model,
+        "usage": {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens},
+        "cost_usd": format_usd(run.cost_usd) if run.cost_usd is not None else None,
         "in_call": {"tool": current.tool, "call_id": current.call_id, "started_time": current.started_time}
         if current is not None else None,
         "calls": [

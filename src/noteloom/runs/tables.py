@@ -29,6 +29,11 @@ runs = sa.Table(
     sa.Column("heartbeat_time", MS),
     # The cross-process cancel signal: the running run re-reads it.
     sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
+    # What the run's model calls cost, over every part of the run (a waiting run goes on).
+    sa.Column("model", sa.String(200)),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False, default=0),
+    sa.Column("cost_usd", sa.String(40)),  # decimal text; NULL: unknown (never a made-up zero)
     sa.Column("created_time", MS, nullable=False),
     sa.Column("started_time", MS),
     sa.Column("finished_time", MS),

@@ -2,13 +2,13 @@
 chat's turns move onto them.
 
 Durable background work (a chat turn today, a recipe run next) is a row in ``runs`` with
-a status, a runner, a heartbeat and a cancel flag; its events are numbered per run in
+a status, a runner, a heartbeat, a cancel flag and what its model calls cost; its events are numbered per run in
 ``run_events``; each tool call it makes is audited in ``run_calls``, written when the
 call starts, so a run that hung names the call it was in.
 
 Every assistant message becomes a run of kind ``chat_turn`` with the message's id (its
 status mapped: complete → succeeded, awaiting_confirmation → waiting, the others kept),
-with its runner, heartbeat, cancel flag and times; its ``chat_events`` become the run's
+with its runner, heartbeat, cancel flag, model, tokens, cost and times; its ``chat_events`` become the run's
 ``run_events`` with the same numbers. ``chat_events`` and the three columns the run now
 holds (``chat_messages.heartbeat_time``, ``runner_id``, ``cancel_requested``) go; the
 message keeps its status as the chat shows it. The downgrade puts them back from the runs.
@@ -47,6 +47,10 @@ def upgrade() -> None:
         sa.Column("runner_id", ID),
         sa.Column("heartbeat_time", MS),
         sa.Column("cancel_requested", sa.Boolean, nullable=False),
+        sa.Column("model", sa.String(200)),
+        sa.Column("input_tokens", sa.BigInteger, nullable=False),
+        sa.Column("output_tokens", sa.BigInteger, nullable=False),
+        sa.Column("cost_usd", sa.String(40)),
         sa.Column("created_time", MS, nullable=False),
         sa.Column("started_time", MS),
         sa.Column("finished_time", MS),
@@ -78,9 +82,11 @@ def upgrade() -> None:
     postgres = op.get_bind().dialect.name == "postgresql"
     op.execute(
         "INSERT INTO runs (id, kind, user_id, subject_id, status, error_code, error_message, runner_id, "
-        "heartbeat_time, cancel_requested, created_time, started_time, finished_time, updated_time) "
+        "heartbeat_time, cancel_requested, model, input_tokens, output_tokens, cost_usd, created_time, "
+        "started_time, finished_time, updated_time) "
         f"SELECT m.id, 'chat_turn', c.user_id, m.id, {_RUN_STATUS}, m.error_code, m.error_message, m.runner_id, "
-        "m.heartbeat_time, m.cancel_requested, m.created_time, m.started_time, m.finished_time, m.updated_time "
+        "m.heartbeat_time, m.cancel_requested, m.model, m.input_tokens, m.output_tokens, m.cost_usd, "
+        "m.created_time, m.started_time, m.finished_time, m.updated_time "
         "FROM chat_messages m JOIN chat_conversations c ON c.id = m.conversation_id WHERE m.role = 'assistant'"
     )
     data = "CAST(e.data AS JSON)" if postgres else "e.data"
