@@ -13,8 +13,8 @@ ROOT = Path(noteloom.__file__).parent
 LAYERS: list[tuple[str, list[str]]] = [
     ("storage", ["errors", "config", "db", "locks", "migrations", "jsonvalues"]),
     ("domain", ["workspace", "accounts", "outline", "query", "search", "postings", "interop", "embedders", "chunks", "vectors", "ivf", "semantic"]),
-    ("tools", ["tools", "renderspec", "policy", "plugins", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders"]),
-    ("engine", ["messages", "agent", "runs", "providers", "default_plugins.providers"]),
+    ("tools", ["tools", "tooldefs", "renderspec", "policy", "hooks", "pipeline", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders"]),
+    ("engine", ["messages", "agent", "runs", "providers", "plugins", "default_plugins.providers"]),
     ("services", ["chat", "recipes", "session_tools", "default_plugins"]),
     ("root", ["app"]),
     ("surfaces", ["web", "mcp", "cli", "__main__"]),

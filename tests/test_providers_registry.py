@@ -278,3 +278,10 @@ def test_timeouts_and_options_are_checked_with_the_table_named(tmp_path: Path) -
         registry(tmp_path, toml=bad).resolve("x:m")
     with pytest.raises(ConfigError, match="think_tags"):
         OpenAICompatProvider.from_config(ProviderConfig("y", "openai", {"base_url": "http://h/v1", "think_tags": "x"}))
+
+
+def test_a_misspelt_setting_fails_when_used_and_names_the_settings_the_type_takes(tmp_path: Path) -> None:
+    reg = registry(tmp_path, toml='[providers.box]\ntype = "openai"\nbase_ulr = "http://127.0.0.1:1/v1"\n')
+    with pytest.raises(ConfigError, match=r"\[providers.box\]: openai has no setting 'base_ulr'; it takes .*base_url"):
+        reg.resolve("box:m")
+    assert reg.resolve("echo")[1] == "echo"  # the rest of the file still works

@@ -19,7 +19,8 @@ from sqlalchemy.engine import Engine, make_url
 from noteloom import db
 from noteloom.config import SETTINGS_FILE, Settings, load_settings
 from noteloom.errors import AuthError
-from noteloom.plugins import plugin_manager
+from noteloom.pipeline import PipelineJob
+from noteloom.plugins import pipeline_jobs, plugin_manager
 from noteloom.providers import provider_registry
 from noteloom.semantic.wiring import open_index
 from noteloom.tools import SCOPE_KEY, ToolContext, ToolDef, ToolRegistry, scope_from_setting
@@ -37,6 +38,8 @@ class App:
     registry: ToolRegistry
     #: Services later layers attach (providers, the semantic index, the chat service …).
     services: dict[str, Any] = field(default_factory=dict)
+    #: The pipeline jobs plugins register (``register_pipeline_jobs``), by name: what recipes run.
+    pipeline_jobs: dict[str, PipelineJob] = field(default_factory=dict)
 
     def tool_context(self, user: User | None = None, **extra: Any) -> ToolContext:
         scope = scope_from_setting(self.workspace.get_setting(SCOPE_KEY))
@@ -169,4 +172,5 @@ def open_app(
     pm.hook.register_tools(register=register_tool)
     app = App(settings, engine, workspace, pm, registry, services)
     app.services["providers"] = provider_registry(settings.file, os.environ, pm)
+    app.pipeline_jobs = pipeline_jobs(pm)
     return app

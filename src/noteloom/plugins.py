@@ -1,45 +1,144 @@
-"""Plugin hooks. Built-in tools, providers and embedders register through these same hooks.
+"""noteloom's public plugin API: the hooks, and everything a plugin author needs to use them.
 
-A plugin is a module (or object) with functions marked ``@hookimpl``; installed
-packages expose theirs under the ``noteloom`` entry-point group::
+A plugin is a module (or object) with functions marked ``@hookimpl``; an installed package
+names its module under the ``noteloom`` entry-point group (``[project.entry-points.noteloom]``
+in its ``pyproject.toml``). noteloom's own tools, providers and embedders register through
+these very hooks (``noteloom.default_plugins``)::
 
-    from noteloom.plugins import hookimpl
+    from noteloom.plugins import ToolContext, ToolDef, hookimpl
+
+    async def word_count(ctx: ToolContext, text: str) -> dict[str, int]:
+        \"\"\"Count the words of a text.\"\"\"
+        return {"words": len(text.split())}
 
     @hookimpl
     def register_tools(register):
-        register(ToolDef(name="word_count", ...))
+        register(ToolDef.from_function(word_count))
 
-Each hook receives a ``register`` callback; call it once per thing you add.
+Each hook receives a ``register`` callback (``register_cli_commands`` the command line
+itself): call it once per thing you add. ``docs/plugins.md`` documents every hook with its
+signature and a complete worked example; a test fails when the two drift apart.
+
+What this module re-exports is the stable surface: tools (``ToolDef``, ``ToolContext``,
+``ToolError``, ``ToolResult``), renderers (the ``noteloom.renderspec`` blocks), provider
+types (``ProviderType``, ``ProviderSetting``, with ``Provider`` and ``ProviderConfig``),
+embedders (``Embedder``, ``EmbedderFactory``) and pipeline jobs (``PipelineJob`` and its
+parts). It sits in the engine layer, the lowest that can name provider types; the command
+line's and the web's types are named for the type checker only, never imported here.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-PROJECT = "noteloom"
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
+from noteloom.embedders import Embedder, EmbedderFactory
+from noteloom.hooks import PROJECT, hookimpl, hookspec
+from noteloom.pipeline import BasePipelineJob, PipelineItem, PipelineJob, PipelineRun, check_job
+from noteloom.providers.base import Provider, ProviderConfig
+from noteloom.providers.registry import ProviderSetting, ProviderType
+from noteloom.renderspec import (
+    Gallery,
+    Image,
+    Item,
+    ItemList,
+    KeyValues,
+    Markdown,
+    RenderSpec,
+    Table,
+    asset,
+    attachment,
+)
+from noteloom.tools import ToolContext, ToolDef, ToolError, ToolResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import typer
+    from fastapi import APIRouter
+
+__all__ = [
+    "DEFAULT_PLUGINS",
+    "PROJECT",
+    "BasePipelineJob",
+    "Embedder",
+    "EmbedderFactory",
+    "Gallery",
+    "Hooks",
+    "Image",
+    "Item",
+    "ItemList",
+    "KeyValues",
+    "Markdown",
+    "PipelineItem",
+    "PipelineJob",
+    "PipelineRun",
+    "Provider",
+    "ProviderConfig",
+    "ProviderSetting",
+    "ProviderType",
+    "RenderSpec",
+    "Table",
+    "ToolContext",
+    "ToolDef",
+    "ToolError",
+    "ToolResult",
+    "asset",
+    "attachment",
+    "hookimpl",
+    "hookspec",
+    "pipeline_jobs",
+    "plugin_manager",
+]
+
+log = logging.getLogger("noteloom.plugins")
 
 
 class Hooks:
-    @hookspec
-    def register_tools(self, register: Callable[[Any], None]) -> None:
-        """Add tools: call ``register(ToolDef(...))`` for each. They appear in chat, recipes and MCP."""
+    """The hook specifications. Each is called once when an app (or the command line) starts."""
 
     @hookspec
-    def register_providers(self, register: Callable[..., None]) -> None:
-        """Add LLM provider types: ``register(type_name, factory)``."""
+    def register_tools(self, register: Callable[[ToolDef], None]) -> None:
+        """Add tools: ``register(ToolDef.from_function(fn))`` (or a ``ToolDef`` written out)
+        for each. They appear alike in the chat, recipes and MCP. A tool whose ``requires``
+        names a service that is off is left out, and the app says so."""
 
     @hookspec
-    def register_embedders(self, register: Callable[..., None]) -> None:
-        """Add embedder types: ``register(type_name, factory)``."""
+    def register_providers(self, register: Callable[[ProviderType], None]) -> None:
+        """Add LLM provider types: ``register(ProviderType(name, factory, key_env=...,
+        settings=...))`` for each. A ``[providers.NAME]`` table with ``type = "name"`` then
+        makes one; ``-m NAME:MODEL`` addresses it."""
 
     @hookspec
-    def register_pipeline_jobs(self, register: Callable[..., None]) -> None:
-        """Add pipeline jobs for recipes: ``register(job)``."""
+    def register_embedders(self, register: Callable[[str, EmbedderFactory], None]) -> None:
+        """Add embedder kinds: ``register(kind, factory)``, where ``factory(config, env)``
+        builds an ``Embedder`` from the ``[embeddings]`` table (``type = "kind"``) and the
+        environment."""
+
+    @hookspec
+    def register_pipeline_jobs(self, register: Callable[[PipelineJob], None]) -> None:
+        """Add pipeline jobs for recipes in pipeline mode: ``register(job)`` for each
+        (``noteloom.pipeline`` states the contract)."""
+
+    @hookspec
+    def register_cli_commands(self, cli: typer.Typer) -> None:
+        """Add commands to the ``noteloom`` command line: ``@cli.command()`` or
+        ``cli.add_typer(group, name=...)``. A name noteloom uses already is refused."""
+
+    @hookspec
+    def register_web_routes(self, register: Callable[[str, APIRouter], None]) -> None:
+        """Add web routes: ``register(name, router)`` serves a FastAPI ``APIRouter`` under
+        ``/plugins/{name}/``, behind the same credential check, CSRF rules and
+        Content-Security-Policy as noteloom's own routes."""
+
+    @hookspec
+    def register_static(self, register: Callable[[str, Path], None]) -> None:
+        """Add static files: ``register(name, directory)`` serves the files of ``directory``
+        at ``/plugins/{name}/static/{path}`` (no path leaves it; no credential needed, so
+        they must hold no user data). ``renderspec.asset(name, path)`` points at them."""
 
 
 DEFAULT_PLUGINS: list[str] = [
@@ -50,14 +149,18 @@ DEFAULT_PLUGINS: list[str] = [
 ]
 
 
-def plugin_manager(extra: list[Any] | None = None, *, load_entry_points: bool = True) -> pluggy.PluginManager:
-    """A plugin manager with the built-in plugins, installed plugins and ``extra`` ones."""
+def plugin_manager(
+    extra: list[Any] | None = None, *, load_entry_points: bool = True, defaults: bool = True
+) -> pluggy.PluginManager:
+    """A plugin manager with the built-in plugins (unless ``defaults`` is false), installed
+    plugins (unless ``load_entry_points`` is false) and ``extra`` ones."""
     import importlib
 
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(Hooks)
-    for name in DEFAULT_PLUGINS:
-        pm.register(importlib.import_module(name), name=name)
+    if defaults:
+        for name in DEFAULT_PLUGINS:
+            pm.register(importlib.import_module(name), name=name)
     if load_entry_points:
         _load_entry_points(pm)
     for plugin in extra or []:
@@ -78,3 +181,19 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
             continue
         pm.register(ep.load(), name=ep.name)
+
+
+def pipeline_jobs(pm: pluggy.PluginManager) -> dict[str, PipelineJob]:
+    """The pipeline jobs plugins register, by name (what the recipes' runner runs). Two jobs
+    of one name: the first registered is kept, and the app says so."""
+    jobs: dict[str, PipelineJob] = {}
+
+    def register(job: PipelineJob) -> None:
+        checked = check_job(job)
+        if checked.name in jobs:
+            log.warning("pipeline job %r is registered twice; the second one is ignored", checked.name)
+            return
+        jobs[checked.name] = checked
+
+    pm.hook.register_pipeline_jobs(register=register)
+    return jobs

@@ -177,6 +177,31 @@ class ToolDef:
     #: one, or when it fails, the chat shows the result as JSON.
     render: Callable[[Mapping[str, Any], Any], RenderSpec | None] | None = None
 
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect = "read",
+        requires: tuple[str, ...] = (),
+        render: Callable[[Mapping[str, Any], Any], Any] | None = None,
+        **fields: Any,
+    ) -> ToolDef:
+        """A tool from a typed function, sync or async: the input schema from its signature,
+        the ``ToolContext`` given to the parameter annotated with it, the name from the
+        function's, the description from its docstring's first paragraph, the arguments'
+        descriptions from ``Annotated``, pydantic ``Field`` or the docstring's ``Args:``
+        (:mod:`noteloom.tooldefs` says what is read). ``fields`` are the other ``ToolDef`` fields."""
+        from noteloom.tooldefs import tool_fields
+
+        tool_name, text, schema, handler, output = tool_fields(fn, name=name, description=description)
+        if render is not None:
+            fields["render"] = render
+        fields.setdefault("output_schema", output)
+        return cls(tool_name, text, schema, handler, effect=effect, requires=tuple(requires), **fields)
+
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
         if self.effect == "read":
             return False
@@ -346,7 +371,7 @@ class ToolRegistry:
         check costs a seventh of a second at every start of the command line)."""
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is registered already")
-        if check_schema:
+        if check_schema and not _generated_schema(tool):
             from jsonschema.validators import Draft202012Validator
 
             Draft202012Validator.check_schema(tool.input_schema)
@@ -406,6 +431,11 @@ class ToolRegistry:
         Pass ``tool`` when the caller has already checked that it is enabled (saves a read).
         """
         return await call_tool(ctx, tool or self.enabled_tool(ctx.workspace, name), args)
+
+
+def _generated_schema(tool: ToolDef) -> bool:
+    """Whether the tool's schema is the one ``from_function`` made (valid by construction)."""
+    return getattr(tool.handler, "__noteloom_schema__", None) is tool.input_schema
 
 
 #: What a schema error adds, so that the model knows what to do (the same text on every surface).

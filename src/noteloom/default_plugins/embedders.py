@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from noteloom.embedders import local_embedder, openai_embedder
-from noteloom.plugins import hookimpl
+from noteloom.hooks import hookimpl
 
 
 @hookimpl

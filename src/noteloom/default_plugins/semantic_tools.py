@@ -18,7 +18,7 @@ from noteloom.default_plugins.workspace_tools import (
     threaded,
     untrusted_if,
 )
-from noteloom.plugins import hookimpl
+from noteloom.hooks import hookimpl
 from noteloom.query import parse_query
 from noteloom.search import notes_allowed
 from noteloom.semantic import SemanticIndex

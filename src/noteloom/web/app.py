@@ -71,6 +71,7 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.sessions",
     "noteloom.web.chat_page",
     "noteloom.web.tool_policies",
+    "noteloom.web.plugin_routes",
 ]
 
 

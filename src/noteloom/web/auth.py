@@ -14,9 +14,9 @@ Two credentials, both headers, never a cookie and never the query string:
 A token in a URL ends up in logs, history and ``Referer``, so ``?token=`` authenticates
 nothing: only the page's script reads it from the address bar, to sign in (then drops it).
 
-What needs no credential holds no private data: the health check, the static files and
-the HTML shells (the pages fetch what they show from ``/api/v1``), and the sign-in route,
-which checks the token it is given.
+What needs no credential holds no private data: the health check, the static files (ours
+and plugins', ``/plugins/NAME/static/…``), the HTML shells (the pages fetch what they show
+from ``/api/v1``), and the sign-in route, which checks the token it is given.
 """
 
 from __future__ import annotations
@@ -47,7 +47,11 @@ SESSION_HEADER = "x-noteloom-session"
 #: until someone decides otherwise.
 PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/api/docs", "/api/v1/auth/sign-in"})
 # The shells of a note and a notebook page: exactly an id, so no other route under them slips in.
-_PUBLIC_PATTERN = re.compile(r"^/static/.+$|^/(?:notes|notebooks)/[0-9a-f]{32}$")
+# A plugin's static files (web/plugin_routes.py answers that prefix for every plugin with
+# routes, before the plugin's own routes can).
+_PUBLIC_PATTERN = re.compile(
+    r"^/static/.+$|^/(?:notes|notebooks)/[0-9a-f]{32}$|^/plugins/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/static/.+$"
+)
 #: How long a credential found valid is trusted without asking the database again, where the
 #: database cannot say cheaply whether anything changed (PostgreSQL). Checking costs a query
 #: and a thread hop on every request (a third of a small MCP call); the price is that a

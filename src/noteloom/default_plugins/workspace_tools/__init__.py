@@ -51,7 +51,7 @@ from noteloom.default_plugins.workspace_tools.write import (
     UPDATE_NOTE,
     WRITE_TOOLS,
 )
-from noteloom.plugins import hookimpl
+from noteloom.hooks import hookimpl
 from noteloom.tools import ToolDef
 
 __all__ = [
