@@ -186,7 +186,7 @@ class ToolDef:
         description: str | None = None,
         effect: Effect = "read",
         requires: tuple[str, ...] = (),
-        render: Callable[[Mapping[str, Any], Any], Any] | None = None,
+        render: Callable[[Mapping[str, Any], Any], RenderSpec | None] | None = None,
         **fields: Any,
     ) -> ToolDef:
         """A tool from a typed function, sync or async: the input schema from its signature,
