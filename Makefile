@@ -20,9 +20,15 @@ $(VENV)/.installed-embeddings: pyproject.toml | $(BIN)/python
 	$(PIP) install -e '.[embeddings]'
 	@touch $@ $(VENV)/.installed
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+# The example plugin is installed for the tests as a user installs it, built and not
+# editable, so they see the wheel's files and entry point; `make serve` leaves it out.
+EXAMPLE := examples/trip_packing
+EXAMPLE_FILES := $(EXAMPLE)/pyproject.toml $(wildcard $(EXAMPLE)/src/trip_packing/*.py $(EXAMPLE)/src/trip_packing/static/*)
+
+$(VENV)/.installed-test: pyproject.toml $(EXAMPLE_FILES) | $(BIN)/python
 	$(PIP) install $(TORCH)
 	$(PIP) install -e '.[embeddings,test]'
+	$(PIP) install --no-deps --force-reinstall ./$(EXAMPLE)
 	@touch $@ $(VENV)/.installed $(VENV)/.installed-embeddings
 
 install: $(VENV)/.installed
@@ -56,8 +62,9 @@ test-loaded:
 	bash scripts/test-loaded.sh
 
 lint: install-test
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy --strict src/noteloom
+	$(BIN)/mypy --strict examples/trip_packing/src/trip_packing
 
 ## Benchmarks; figures are printed, not asserted. BENCH_ARGS="--notes 10000" for a quick run.
 ## bench_real among them: every figure on vaults shaped like users' own (cached in .bench-cache/).
