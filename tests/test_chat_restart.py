@@ -28,6 +28,7 @@ from noteloom.app import App, open_app
 from noteloom.chat import ChatService
 from noteloom.chat import tables as t
 from noteloom.config import load_settings
+from noteloom.runs import tables as rt
 
 TIMEOUT = 60.0  # a safety net only: every wait below ends on an event
 
@@ -285,7 +286,10 @@ async def test_approving_after_a_restart_goes_on_from_the_held_call_without_repe
     assert view["content"] == "I will delete it.\n\nDone, it is in the trash."
     assert view["content"].count("I will delete it.") == 1
     assert view["tool_calls"] == [{"id": "call_1", "name": "delete_note", "arguments": {"id": p.note_id},
-                                   "status": "done"}]
+                                   "status": "done", "untrusted": False, "render": None,
+                                   "result": json.dumps({"id": p.note_id, "title": "Old plans", "in_trash": True,
+                                                         "message": "Moved to the trash; restore_note brings it back."},
+                                                        ensure_ascii=False)}]
 
 
 @pytest.mark.anyio
@@ -325,8 +329,9 @@ async def test_a_new_turn_is_stored_running_with_its_model_heartbeat_and_runner_
             sent = await chat.send(owner, "go", controls={"model": "play"})
             with app.workspace.read() as c:
                 row = c.execute(sa.select(t.messages).where(t.messages.c.id == sent.message_id)).one()
-            assert row.status == "running" and row.runner_id == chat.runner.id
-            assert row.heartbeat_time is not None and row.started_time is not None
+                run = c.execute(sa.select(rt.runs).where(rt.runs.c.id == sent.message_id)).one()
+            assert row.status == "running" and run.runner_id == chat.runner.id
+            assert run.heartbeat_time is not None and row.started_time is not None
             assert (await chat.message(owner, sent.message_id))["model"] == "play:script"
             newcomer = ChatService(app)  # another runner starting on the workspace meanwhile
             async with newcomer.runner.running():

@@ -3,6 +3,7 @@ second, confirmations that survive a restart, proposed edits accepted as one rev
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from noteloom.chat.wiring import ChatSettings
 from noteloom.config import load_settings
 from noteloom.errors import Conflict, InvalidInput
 from noteloom.messages import ToolResultPart
+from noteloom.runs import read_events
+from noteloom.runs import tables as rt
 
 pytestmark = pytest.mark.anyio
 NOTE_BODY = "# Trip\n\nWe leave on Friday.\nBring the tent.\n\nBudget: 300 euros.\n"
@@ -50,9 +53,8 @@ async def test_a_turn_streams_stores_every_event_in_order_and_completes(any_app:
     assert conv["title"] == "Say hello" and [m["role"] for m in conv["messages"]] == ["user", "assistant"]
     assert conv["usage"] == {"input_tokens": 40, "output_tokens": 3}
     with app.workspace.read() as c:  # the table holds exactly what was streamed
-        stored = c.execute(sa.select(t.events.c.seq, t.events.c.kind).where(
-            t.events.c.message_id == sent.message_id).order_by(t.events.c.seq)).all()
-    assert [(s, k) for s, k in stored] == [(e.seq, e.kind) for e in events]
+        stored = [(e.seq, e.kind) for e in read_events(c, sent.message_id, 0)]
+    assert stored == [(e.seq, e.kind) for e in events]
 
 
 async def test_events_resume_after_a_sequence_number_without_gaps_or_repeats(app: App) -> None:
@@ -104,7 +106,7 @@ async def test_a_cancel_flag_set_by_another_process_is_seen_within_a_second(any_
         sent = await chat.send(owner, "go", controls={"model": "play:script"})
         await until(chat, owner, sent.message_id, "text")
         with app.workspace.write() as c:  # what another server would do: only the row changes
-            c.execute(t.messages.update().where(t.messages.c.id == sent.message_id).values(cancel_requested=True))
+            c.execute(rt.runs.update().where(rt.runs.c.id == sent.message_id).values(cancel_requested=True))
         view = await settle(chat, owner, sent.message_id, timeout=30.0)  # "within a second" is measured in bench_chat, not here
     assert view["status"] == "cancelled"
 
@@ -154,7 +156,12 @@ async def test_approving_runs_the_held_call_and_the_same_message_continues(any_a
         conv = await chat.conversation(owner, sent.conversation_id)
     assert view["status"] == "complete"
     assert view["content"] == "I will delete it.\n\nDone, it is in the trash."
-    assert view["tool_calls"] == [{"id": "call_1", "name": "delete_note", "arguments": {"id": note.id}, "status": "done"}]
+    assert view["tool_calls"] == [{
+        "id": "call_1", "name": "delete_note", "arguments": {"id": note.id}, "status": "done",
+        "result": json.dumps({"id": note.id, "title": "Old", "in_trash": True,
+                              "message": "Moved to the trash; restore_note brings it back."}, ensure_ascii=False),
+        "untrusted": False, "render": None,
+    }]
     assert app.workspace.get_note(note.id, include_deleted=True).deleted_time is not None
     assert [m["role"] for m in conv["messages"]] == ["user", "assistant"]  # one answer per question
 
@@ -251,7 +258,8 @@ async def test_turns_left_running_by_a_crash_are_marked_interrupted_at_start_up(
     with app.workspace.write() as c:  # a turn whose server died: running, heartbeat long gone
         conv = chat.stores.conversations.create(owner.id, conn=c)
         _, orphan = chat.stores.transcript.start_exchange(conv.id, "hello?", note_context=None, model=None, conn=c)
-        c.execute(t.messages.update().where(t.messages.c.id == orphan.id).values(heartbeat_time=1, content="Half an"))
+        c.execute(t.messages.update().where(t.messages.c.id == orphan.id).values(content="Half an"))
+        c.execute(rt.runs.update().where(rt.runs.c.id == orphan.id).values(heartbeat_time=1))
     async with running_chat(app) as live:
         view = await live.message(owner, orphan.id)
         events = await collect(live, owner, orphan.id)

@@ -384,7 +384,9 @@ class McpServer:
             "content": [{"type": "text", "text": dumps(payload)}],
             "isError": False,
         }
-        if tool.output_schema is not None and isinstance(payload, dict):
+        # Any object result is also structured content (MCP 2025-06-18), beside the same JSON
+        # as text for clients that read only that; with an output schema it conforms to it.
+        if isinstance(payload, dict):
             out["structuredContent"] = payload
         if result.untrusted:
             out["_meta"] = {UNTRUSTED_META_KEY: True}

@@ -67,6 +67,9 @@ class ToolResultPart:
     call_id: str
     content: str
     is_error: bool = False
+    #: How a person's screen shows the result (a checked ``noteloom.renderspec`` JSON form);
+    #: stored with the transcript, never sent to a model.
+    render: dict[str, Any] | None = None
     kind: Literal["tool_result"] = "tool_result"
 
 
@@ -219,7 +222,10 @@ def part_to_dict(part: Part) -> dict[str, Any]:
             out["error"] = part.error
         return out
     if isinstance(part, ToolResultPart):
-        return {"kind": "tool_result", "call_id": part.call_id, "content": part.content, "is_error": part.is_error}
+        out = {"kind": "tool_result", "call_id": part.call_id, "content": part.content, "is_error": part.is_error}
+        if part.render is not None:
+            out["render"] = part.render
+        return out
     assert_never(part)
 
 
@@ -234,7 +240,9 @@ def part_from_dict(data: Mapping[str, Any]) -> Part:
     if kind == "tool_call":
         return ToolCallPart(str(data["id"]), str(data["name"]), dict(data.get("arguments") or {}), data.get("error"))
     if kind == "tool_result":
-        return ToolResultPart(str(data["call_id"]), str(data["content"]), bool(data.get("is_error", False)))
+        render = data.get("render")
+        return ToolResultPart(str(data["call_id"]), str(data["content"]), bool(data.get("is_error", False)),
+                              dict(render) if isinstance(render, Mapping) else None)
     raise ValueError(f"unknown message part kind {kind!r}; expected text, thinking, image, tool_call or tool_result")
 
 

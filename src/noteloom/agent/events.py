@@ -195,6 +195,8 @@ class ToolResultEvent:
     name: str
     content: str
     is_error: bool
+    #: The checked JSON form of the tool's render spec (``noteloom.renderspec``), if it has one.
+    render: dict[str, Any] | None = None
     kind: Literal["tool_result"] = "tool_result"
 
 

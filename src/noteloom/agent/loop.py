@@ -420,7 +420,7 @@ class _Run:
                 held = True
                 break
             results.append(result)
-            await self.emit(ToolResultEvent(call.id, call.name, result.content, result.is_error))
+            await self.emit(ToolResultEvent(call.id, call.name, result.content, result.is_error, result.render))
         if results:
             self.append(Message("tool", tuple(results)))
         if held and self.pending is not None:
@@ -468,7 +468,7 @@ class _Run:
             text = fence(text, self.nonce)
         if result.untrusted or f"<<UNTRUSTED_{self.nonce}>>" in text:
             self.untrusted = True
-        return ToolResultPart(call.id, text)
+        return ToolResultPart(call.id, text, render=result.render)
 
 
 _LIMIT_WORDS: dict[StopReason, str] = {

@@ -6,15 +6,18 @@ from the web page, the JSON API and the command line.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict
 from decimal import Decimal
 from typing import Any
 
+from noteloom.agent.framing import cap_text
 from noteloom.chat.anchors import word_diff
 from noteloom.chat.eventlog import LiveTurn
 from noteloom.chat.records import ChatMessage, Conversation, PendingAction, ProposedEdit
 from noteloom.messages import ToolCallPart, usage_to_dict
+from noteloom.renderspec import checked_json
 
 
 def usd(amount: Decimal | None) -> str | None:
@@ -66,21 +69,38 @@ def pending_view(p: PendingAction) -> dict[str, Any]:
     }
 
 
+#: UTF-8 bytes of a tool's result that a view carries (the model read at most its result cap).
+RESULT_SHOWN = 32 * 1024
+_FENCE = re.compile(r"<<UNTRUSTED_([0-9a-f]+)>>\n(.*)\n<</UNTRUSTED_\1>>", re.DOTALL)
+
+
 def tool_calls_of(m: ChatMessage) -> list[dict[str, Any]]:
-    """The tool calls of a turn with how each ended (a summary for the transcript)."""
+    """The tool calls of a turn with how each ended: the result as the model read it (its
+    untrusted fence taken off and marked instead) and, for a tool with a renderer, the
+    render spec that shows it."""
     results = {r.call_id: r for msg in m.transcript for r in msg.tool_results}
     out: list[dict[str, Any]] = []
     for msg in m.transcript:
         for part in msg.parts:
             if isinstance(part, ToolCallPart):
                 r = results.get(part.id)
+                result, untrusted = (None, False) if r is None else _shown(r.content)
                 out.append({
                     "id": part.id,
                     "name": part.name,
                     "arguments": part.arguments,
                     "status": "pending" if r is None else ("error" if r.is_error else "done"),
+                    "result": result,
+                    "untrusted": untrusted,
+                    "render": None if r is None or r.is_error else checked_json(r.render),
                 })
     return out
+
+
+def _shown(content: str) -> tuple[str, bool]:
+    fenced = _FENCE.fullmatch(content)
+    text = fenced.group(2) if fenced else content
+    return cap_text(text, RESULT_SHOWN), fenced is not None
 
 
 def message_view(

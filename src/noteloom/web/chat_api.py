@@ -189,11 +189,65 @@ class PendingOut(BaseModel):
     decided_time: int | None
 
 
+Cell = str | int | float | bool | None
+
+
+class ImageOut(BaseModel):
+    type: Literal["image"]
+    src: str = Field(description="/plugins/NAME/static/PATH (fetch it as is) or /attachments/ID (fetch it "
+                                 "with the credential, as the page does)")
+    alt: str
+
+
+class MarkdownOut(BaseModel):
+    type: Literal["markdown"]
+    text: str
+    html: str | None = Field(None, description="The text as sanitised HTML, as the answers have it.")
+
+
+class ItemOut(BaseModel):
+    title: str
+    subtitle: str | None
+    thumbnail: ImageOut | None
+
+
+class ItemListOut(BaseModel):
+    type: Literal["list"]
+    items: list[ItemOut]
+
+
+class TableOut(BaseModel):
+    type: Literal["table"]
+    columns: list[str]
+    rows: list[list[Cell]]
+
+
+class KeyValuesOut(BaseModel):
+    type: Literal["key_values"]
+    pairs: list[tuple[str, Cell]]
+
+
+class GalleryOut(BaseModel):
+    type: Literal["gallery"]
+    images: list[ImageOut]
+
+
+RenderOut = Annotated[
+    MarkdownOut | ItemListOut | TableOut | KeyValuesOut | GalleryOut | ImageOut, Field(discriminator="type")
+]
+
+
 class ToolCallOut(BaseModel):
     id: str
     name: str
     arguments: dict[str, Any]
     status: Literal["pending", "done", "error"]
+    result: str | None = Field(None, description="What the tool answered, as the model read it (JSON text for "
+                                                 "most tools, or the error); null while it runs.")
+    untrusted: bool = Field(False, description="The result holds text the user did not write (it was fenced "
+                                               "for the model).")
+    render: RenderOut | None = Field(None, description="How to show the result, from the tool's renderer; "
+                                                        "null shows it as JSON.")
 
 
 class ErrorInfo(BaseModel):
@@ -285,6 +339,10 @@ def with_html(view: dict[str, Any]) -> dict[str, Any]:
     """Add the rendered answer (the page shows it; other clients may use the Markdown)."""
     if view["role"] != "user" and view.get("content"):
         view["content_html"] = render_markdown(view["content"])
+    for call in view.get("tool_calls") or ():
+        spec = call.get("render")
+        if spec is not None and spec.get("type") == "markdown":
+            call["render"] = {**spec, "html": render_markdown(spec["text"])}
     return view
 
 

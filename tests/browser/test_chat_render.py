@@ -1,0 +1,202 @@
+"""Tool results in the chat page, in a real Chromium against a live ``noteloom serve``: a
+plugin tool's result drawn from its render spec (a list whose thumbnails load), and a tool
+without a renderer whose result is folded, pretty-printed JSON that opens on a click.
+
+The plugin is installed the way a package is: a module and its ``*.dist-info`` with a
+``noteloom`` entry point, on the server's ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from page_support import Live
+from playwright.sync_api import expect
+
+from noteloom.app import access_token, open_app
+from noteloom.config import load_settings
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+FORECAST = {"place": "Oslo", "days": [{"day": 1, "sky": "rain", "high": 9}, {"day": 2, "sky": "sun", "high": 14}]}
+
+PLUGIN = '''
+import json
+from pathlib import Path
+
+from noteloom.plugins import hookimpl
+from noteloom.renderspec import Image, Item, ItemList, attachment
+from noteloom.tools import ToolDef
+
+PICTURES = json.loads(Path(__file__).with_name("render_probe.json").read_text())
+SCHEMA = {"type": "object", "properties": {"destination": {"type": "string"}}, "required": ["destination"]}
+
+
+async def pack(ctx, args):
+    return {"destination": args["destination"],
+            "items": [{"name": "Socks", "count": 6, "picture": PICTURES["socks"]},
+                      {"name": "Tent", "count": 1, "picture": PICTURES["tent"]}]}
+
+
+async def forecast(ctx, args):
+    return PICTURES["forecast"]
+
+
+def render(args, out):
+    return ItemList([Item(i["name"], f"{i['count']} for {args['destination']}",
+                          Image(attachment(i["picture"]), "Picture of " + i["name"]))
+                     for i in out["items"]])
+
+
+@hookimpl
+def register_tools(register):
+    register(ToolDef("pack_probe", "What to pack.", SCHEMA, pack, render=render))
+    register(ToolDef("forecast_probe", "The forecast.", SCHEMA, forecast))
+'''
+
+
+def png(rgb: tuple[int, int, int], size: int = 8) -> bytes:
+    """A small valid PNG of one colour."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\x00" + bytes(rgb) * size for _ in range(size))
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    home = tmp_path_factory.mktemp("chat-render")
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        ws = app.workspace
+        note = ws.create_note("Packing pictures", "")
+        pictures = {
+            "socks": ws.add_attachment(note.id, png((200, 40, 40)), "socks.png").id,
+            "tent": ws.add_attachment(note.id, png((40, 160, 60)), "tent.png").id,
+            "forecast": FORECAST,
+        }
+        token = access_token(app)
+    finally:
+        app.close()
+
+    site = home / "site"
+    site.mkdir()
+    (site / "render_probe.py").write_text(PLUGIN, encoding="utf-8")
+    (site / "render_probe.json").write_text(json.dumps(pictures), encoding="utf-8")
+    info = site / "render_probe-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: render-probe\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[noteloom]\nrender_probe = render_probe\n", encoding="utf-8")
+
+    args = {"destination": "Oslo"}
+    script = {"steps": [
+        {"text": "Let me look.", "tool_calls": [{"name": "pack_probe", "arguments": args},
+                                                 {"name": "forecast_probe", "arguments": args}]},
+        {"text": "Pack socks and the tent; rain on day one."},
+    ], "loop": True}
+    (home / "render.json").write_text(json.dumps(script), encoding="utf-8")
+    (home / "noteloom.toml").write_text(
+        f'[providers]\ndefault = "render"\n\n[providers.render]\ntype = "scripted"\nscript = "{home / "render.json"}"\n'
+        "loop = true\n",
+        encoding="utf-8",
+    )
+
+    port = _free_port()
+    noteloom = shutil.which("noteloom", path=str(Path(sys.executable).parent)) or "noteloom"
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTELOOM_MODEL", "NOTELOOM_DATABASE_URL")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
+    log = (home / "server.log").open("wb")
+    proc = subprocess.Popen([noteloom, "serve", "--home", str(home), "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    try:
+        while True:  # readiness: the health route answers
+            try:
+                if httpx.get(url + "/health", timeout=30).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"noteloom serve did not start: {(home / 'server.log').read_text()}")
+            time.sleep(0.1)
+        yield Live(url, token, home, {})
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def loaded(page: Any, image: Any) -> None:
+    """Wait until ``image`` has been decoded (an <img> whose source never loads never is)."""
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0 && img.src.startsWith('blob:')",
+                           arg=image.element_handle())
+
+
+def test_a_plugin_result_is_drawn_from_its_render_spec_and_a_plain_one_is_folded_json(page: Any) -> None:
+    page.fill("#message", "What should I pack for Oslo?")
+    page.press("#message", "Enter")
+    answer = page.locator(".msg.assistant").last
+    expect(answer.locator(".bubble")).to_contain_text("Pack socks and the tent")
+    expect(page.locator("#live-status")).to_have_text("Answer complete.")
+
+    packed = answer.locator('.tool[data-tool="pack_probe"]')
+    items = packed.locator(".tool-render.render-list .render-item")
+    expect(items).to_have_count(2)
+    expect(items.nth(0).locator(".render-title")).to_have_text("Socks")
+    expect(items.nth(0).locator(".render-subtitle")).to_have_text("6 for Oslo")
+    expect(items.nth(1).locator(".render-title")).to_have_text("Tent")
+    for n, name in ((0, "Socks"), (1, "Tent")):
+        thumb = items.nth(n).locator("img.render-thumb")
+        expect(thumb).to_be_visible()
+        expect(thumb).to_have_attribute("alt", f"Picture of {name}")
+        loaded(page, thumb)  # an attachment, fetched with the page's credential
+    assert packed.locator(".tool-result").count() == 0  # drawn, not dumped
+
+    plain = answer.locator('.tool[data-tool="forecast_probe"]')
+    details = plain.locator("details.tool-result")
+    expect(details).to_have_count(1)
+    assert details.evaluate("d => d.open") is False
+    pre = details.locator("pre.tool-json")
+    expect(pre).to_be_hidden()
+    assert plain.locator(".tool-render").count() == 0
+    details.locator("summary").click()
+    expect(pre).to_be_visible()
+    assert details.evaluate("d => d.open") is True
+    assert pre.text_content() == json.dumps(FORECAST, indent=2)
+
+
+def test_the_result_view_survives_a_reload(page: Any, live: Live) -> None:
+    conversations = live.api("GET", "/api/v1/chat/conversations")["conversations"]
+    assert conversations, "the first test's conversation is missing"
+    page.click(f'#thread-list li[data-id="{conversations[0]["id"]}"] button.thread')
+    answer = page.locator(".msg.assistant").last
+    items = answer.locator('.tool[data-tool="pack_probe"] .render-item')
+    expect(items).to_have_count(2)
+    loaded(page, items.nth(1).locator("img.render-thumb"))
+    expect(answer.locator('.tool[data-tool="forecast_probe"] details.tool-result')).to_have_count(1)
