@@ -1,5 +1,6 @@
 """Tool results in the chat page, in a real Chromium against a live ``noteloom serve``: a
-plugin tool's result drawn from its render spec (a list whose thumbnails load), and a tool
+plugin tool's result drawn from its render spec (a list whose thumbnails load, from the
+workspace's attachments and from the plugin's static files), and a tool
 without a renderer whose result is folded, pretty-printed JSON that opens on a click.
 
 The plugin is installed the way a package is: a module and its ``*.dist-info`` with a
@@ -38,7 +39,7 @@ import json
 from pathlib import Path
 
 from noteloom.plugins import hookimpl
-from noteloom.renderspec import Image, Item, ItemList, attachment
+from noteloom.renderspec import Image, Item, ItemList, asset, attachment
 from noteloom.tools import ToolDef
 
 PICTURES = json.loads(Path(__file__).with_name("render_probe.json").read_text())
@@ -58,7 +59,13 @@ async def forecast(ctx, args):
 def render(args, out):
     return ItemList([Item(i["name"], f"{i['count']} for {args['destination']}",
                           Image(attachment(i["picture"]), "Picture of " + i["name"]))
-                     for i in out["items"]])
+                     for i in out["items"]]
+                    + [Item("Boots", "from the plugin", Image(asset("render_probe", "img/boots.png"), "Picture of Boots"))])
+
+
+@hookimpl
+def register_static(register):
+    register("render_probe", Path(__file__).with_name("render_probe_static"))
 
 
 @hookimpl
@@ -104,6 +111,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     site.mkdir()
     (site / "render_probe.py").write_text(PLUGIN, encoding="utf-8")
     (site / "render_probe.json").write_text(json.dumps(pictures), encoding="utf-8")
+    (site / "render_probe_static" / "img").mkdir(parents=True)
+    (site / "render_probe_static" / "img" / "boots.png").write_bytes(png((90, 60, 30)))
     info = site / "render_probe-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: render-probe\nVersion: 0.1\n", encoding="utf-8")
@@ -152,10 +161,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         log.close()
 
 
-def loaded(page: Any, image: Any) -> None:
-    """Wait until ``image`` has been decoded (an <img> whose source never loads never is)."""
-    page.wait_for_function("img => img.complete && img.naturalWidth > 0 && img.src.startsWith('blob:')",
-                           arg=image.element_handle())
+def loaded(page: Any, image: Any, source: str) -> None:
+    """Wait until ``image`` has been decoded from a URL starting with ``source`` (an <img>
+    whose source never loads never is)."""
+    page.wait_for_function("([img, source]) => img.complete && img.naturalWidth > 0 && img.src.startsWith(source)",
+                           arg=[image.element_handle(), source])
 
 
 def test_a_plugin_result_is_drawn_from_its_render_spec_and_a_plain_one_is_folded_json(page: Any) -> None:
@@ -167,7 +177,7 @@ def test_a_plugin_result_is_drawn_from_its_render_spec_and_a_plain_one_is_folded
 
     packed = answer.locator('.tool[data-tool="pack_probe"]')
     items = packed.locator(".tool-render.render-list .render-item")
-    expect(items).to_have_count(2)
+    expect(items).to_have_count(3)
     expect(items.nth(0).locator(".render-title")).to_have_text("Socks")
     expect(items.nth(0).locator(".render-subtitle")).to_have_text("6 for Oslo")
     expect(items.nth(1).locator(".render-title")).to_have_text("Tent")
@@ -175,7 +185,11 @@ def test_a_plugin_result_is_drawn_from_its_render_spec_and_a_plain_one_is_folded
         thumb = items.nth(n).locator("img.render-thumb")
         expect(thumb).to_be_visible()
         expect(thumb).to_have_attribute("alt", f"Picture of {name}")
-        loaded(page, thumb)  # an attachment, fetched with the page's credential
+        loaded(page, thumb, "blob:")  # an attachment, fetched with the page's credential
+    boots = items.nth(2).locator("img.render-thumb")
+    expect(boots).to_be_visible()
+    expect(boots).to_have_attribute("src", "/plugins/render_probe/static/img/boots.png")
+    loaded(page, boots, page.url.split("/chat")[0] + "/plugins/render_probe/static/")  # the plugin's own file
     assert packed.locator(".tool-result").count() == 0  # drawn, not dumped
 
     plain = answer.locator('.tool[data-tool="forecast_probe"]')
@@ -197,6 +211,6 @@ def test_the_result_view_survives_a_reload(page: Any, live: Live) -> None:
     page.click(f'#thread-list li[data-id="{conversations[0]["id"]}"] button.thread')
     answer = page.locator(".msg.assistant").last
     items = answer.locator('.tool[data-tool="pack_probe"] .render-item')
-    expect(items).to_have_count(2)
-    loaded(page, items.nth(1).locator("img.render-thumb"))
+    expect(items).to_have_count(3)
+    loaded(page, items.nth(1).locator("img.render-thumb"), "blob:")
     expect(answer.locator('.tool[data-tool="forecast_probe"] details.tool-result')).to_have_count(1)
