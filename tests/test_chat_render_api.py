@@ -167,3 +167,17 @@ async def test_mcp_returns_the_plain_result_and_its_structured_content(app: App)
         listed = (await c.post("/mcp", headers={"Accept": "application/json, text/event-stream"},
                                json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).json()["result"]["tools"]
         assert "outputSchema" not in next(t for t in listed if t["name"] == "pack_for")
+
+
+def test_the_history_sent_to_a_model_carries_no_render_and_counts_none() -> None:
+    from noteloom.chat.history import cap_history, message_bytes
+    from noteloom.messages import Message, ToolCallPart, ToolResultPart
+
+    spec = {"type": "markdown", "text": "x" * 5000}
+    turn = [Message.user("pack"), Message("assistant", (ToolCallPart("c1", "pack_for", {}),)),
+            Message("tool", (ToolResultPart("c1", '{"ok": true}', render=spec),)), Message.assistant("done")]
+    sent = cap_history(turn, 10_000)
+    assert [p.render for m in sent for p in m.tool_results] == [None]
+    assert [p.content for m in sent for p in m.tool_results] == ['{"ok": true}']
+    assert sum(message_bytes(m) for m in sent) < 1000
+    assert turn[2].tool_results[0].render == spec  # the stored transcript keeps it

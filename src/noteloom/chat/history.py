@@ -3,11 +3,13 @@
 Only settled exchanges count (a failed turn is left out with its question); history
 starts after the last ``/clear``; a tool call always travels with its result; and a
 byte cap drops the oldest exchanges first, keeping a leading system message and
-never splitting an exchange (so never a tool call from its result).
+never splitting an exchange (so never a tool call from its result). What only a
+person's screen uses (a tool result's render spec) is not sent, nor counted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -57,6 +59,15 @@ def replayable(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
+def for_model(message: Message) -> Message:
+    """``message`` without its tool results' render specs (the model reads their content)."""
+    if not any(isinstance(p, ToolResultPart) and p.render is not None for p in message.parts):
+        return message
+    return Message(message.role, tuple(
+        dataclasses.replace(p, render=None) if isinstance(p, ToolResultPart) else p for p in message.parts
+    ))
+
+
 def message_bytes(message: Message) -> int:
     return len(json.dumps(message_to_dict(message), ensure_ascii=False).encode("utf-8"))
 
@@ -70,6 +81,7 @@ def cap_history(messages: Sequence[Message], max_bytes: int) -> list[Message]:
 
     A leading system message stays; the newest exchange always stays, even alone over the cap.
     """
+    messages = [for_model(m) for m in messages]
     head = list(messages[:1]) if messages and messages[0].role == "system" else []
     groups: list[list[Message]] = []
     for m in messages[len(head):]:
