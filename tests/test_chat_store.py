@@ -14,6 +14,7 @@ from noteloom.chat.commands import Command, parse_command
 from noteloom.chat.export import markdown_to_text
 from noteloom.db import new_id, now_ms
 from noteloom.errors import InvalidInput, NotFound
+from noteloom.runs import tables as rt
 from noteloom.workspace import User
 
 pytestmark = pytest.mark.anyio
@@ -112,10 +113,12 @@ async def test_delete_hides_restore_brings_back_and_purge_removes_everything(any
         purged = await chat.delete_conversation(owner, cid, permanent=True)
         assert purged == 2
     with any_app.workspace.read() as c:
-        for table in (t.messages, t.events, t.pending_actions, t.edits):
+        for table in (t.messages, t.pending_actions, t.edits):
             col = table.c.conversation_id if table is t.messages else table.c.message_id
             ids = [cid] if table is t.messages else [sent.message_id]
             assert c.execute(sa.select(sa.func.count()).select_from(table).where(col.in_(ids))).scalar() == 0
+        for table, col in ((rt.runs, rt.runs.c.id), (rt.events, rt.events.c.run_id), (rt.calls, rt.calls.c.run_id)):
+            assert c.execute(sa.select(sa.func.count()).select_from(table).where(col == sent.message_id)).scalar() == 0
         assert c.execute(sa.select(sa.func.count()).select_from(t.conversations).where(
             t.conversations.c.id == cid)).scalar() == 0
         # The other conversation is untouched.
