@@ -35,8 +35,7 @@ import anyio
 import httpx2 as httpx
 import uvicorn
 
-from noteloom.app import App, access_token, open_app
-from noteloom.chat import chat_lifespan
+from noteloom.app import CHAT, App, access_token, open_app
 from noteloom.config import load_settings
 from noteloom.messages import StreamEnd, StreamEvent, TextDelta, Usage, UsageUpdate
 from noteloom.providers import ModelRequest
@@ -171,9 +170,9 @@ async def run(args: argparse.Namespace) -> None:
         token = access_token(app)
         # A second app on the same workspace stands for another `serve --workers` process.
         other = open_app(load_settings(env), load_entry_points=False)
-        server = uvicorn.Server(uvicorn.Config(create_web_app(app, lifespans=[chat_lifespan]), host="127.0.0.1",
+        server = uvicorn.Server(uvicorn.Config(create_web_app(app, background=[CHAT]), host="127.0.0.1",
                                                port=0, log_level="warning", lifespan="on"))
-        second = uvicorn.Server(uvicorn.Config(create_web_app(other, lifespans=[chat_lifespan]), host="127.0.0.1",
+        second = uvicorn.Server(uvicorn.Config(create_web_app(other, background=[CHAT]), host="127.0.0.1",
                                                port=0, log_level="warning", lifespan="on"))
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve)

@@ -108,13 +108,16 @@ def serve(home: Path, workers: int = 1) -> None:
     print(f"LISTENING {socks[0].getsockname()[1]} {token}", flush=True)
     if workers > 1:
         # As `noteloom serve --workers N` runs: each process opens the workspace itself.
+        from functools import partial
+
+        from noteloom.web.app import served_app
         from noteloom.web.workers import Supervisor
 
         app.close()
         # The MCP path is measured, not background indexing of 100,000 notes.
         (home / "noteloom.toml").write_text("[embeddings]\nenabled = false\n", encoding="utf-8")
-        os.environ["NOTELOOM_HOME"] = str(home)
-        Supervisor(socks, "noteloom.web.app:served_app", {"log_level": "warning", "access_log": False}).run()
+        settings = load_settings({"NOTELOOM_HOME": str(home)})
+        Supervisor(socks, partial(served_app, settings), {"log_level": "warning", "access_log": False}).run()
         return
     config = uvicorn.Config(create_web_app(app), log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(config).run(sockets=socks)

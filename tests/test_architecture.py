@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("domain", ["workspace", "accounts", "outline", "query", "search", "postings", "interop", "embedders", "chunks", "vectors", "ivf", "semantic"]),
     ("tools", ["tools", "tooldefs", "renderspec", "policy", "hooks", "pipeline", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders"]),
     ("engine", ["messages", "agent", "runs", "providers", "plugins", "default_plugins.providers"]),
-    ("services", ["chat", "recipes", "session_tools", "default_plugins"]),
+    ("services", ["services", "chat", "recipes", "session_tools", "default_plugins"]),
     ("root", ["app"]),
     ("surfaces", ["web", "mcp", "cli", "__main__"]),
 ]

@@ -201,7 +201,7 @@ def test_a_long_home_gets_a_private_folder_for_the_socket(tmp_path: Path) -> Non
     assert not folder.exists()
 
 
-def test_an_index_opened_with_a_service_in_the_environment_embeds_through_it(
+def test_an_index_opened_with_a_service_endpoint_embeds_through_it(
     service: ServiceProcess, tmp_path: Path
 ) -> None:
     from noteloom.app import open_app
@@ -215,7 +215,7 @@ def test_an_index_opened_with_a_service_in_the_environment_embeds_through_it(
             built.append("local")
             return FakeEmbedder(8)
 
-        index = open_index(app.engine, {"type": "fake"}, {"fake": factory}, service.endpoint.to_env())
+        index = open_index(app.engine, {"type": "fake"}, {"fake": factory}, {}, endpoint=service.endpoint)
         assert isinstance(index, SemanticIndex)
         assert isinstance(index.embedder, RemoteEmbedder)
         assert built == []  # the model lives in the service only

@@ -1,6 +1,11 @@
 """The composition root: reads settings, opens the database, loads plugins, wires the layers.
 
-Nothing else reads configuration or the environment; surfaces receive a ready ``App``.
+Nothing else reads configuration or the environment, and nothing writes the environment;
+surfaces receive a ready ``App``. ``open_app`` builds the services in dependency order
+(embedders, the semantic index, the providers, then the tools, each registered once the
+services it requires exist; :mod:`noteloom.services`), and the ``App`` owns the background
+work (the indexer, the chat's turn runner): ``App.background`` starts and stops it, for
+``serve`` (in every worker) and the commands that need it; nothing else starts it.
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ import glob
 import logging
 import os
 import stat
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,15 +25,49 @@ from sqlalchemy.engine import Engine, make_url
 
 from noteloom import db
 from noteloom.config import SETTINGS_FILE, Settings, load_settings
+from noteloom.embedders import EmbedderFactory
 from noteloom.errors import AuthError
 from noteloom.pipeline import PipelineJob
 from noteloom.plugins import pipeline_jobs, plugin_manager
 from noteloom.providers import provider_registry
+from noteloom.semantic.embed_service import ServiceEndpoint
 from noteloom.semantic.wiring import open_index
-from noteloom.tools import SCOPE_KEY, ToolContext, ToolDef, ToolRegistry, scope_from_setting
+from noteloom.services import BackgroundService, Services
+from noteloom.tools import (
+    SCOPE_KEY,
+    NotebookScope,
+    ToolContext,
+    ToolDef,
+    ToolRegistry,
+    scope_from_setting,
+)
 from noteloom.workspace import User, Workspace
 
 log = logging.getLogger(__name__)
+
+#: The names of the app's own background services (``App.background``).
+INDEXER, CHAT = "indexer", "chat"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A tool that was not registered: services it requires are off, or no service has the name."""
+
+    tool: str
+    off: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+    def reason(self) -> str:
+        parts = []
+        if self.off:
+            parts.append(f"{_names(self.off)} {'is' if len(self.off) == 1 else 'are'} off")
+        if self.unknown:
+            parts.append(f"this app has no service called {_names(self.unknown)}")
+        return f"tool {self.tool!r} is left out: it requires {_names(self.off + self.unknown)}, and " + "; ".join(parts)
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(repr(n) for n in names)
 
 
 @dataclass
@@ -36,13 +77,19 @@ class App:
     workspace: Workspace
     plugins: pluggy.PluginManager
     registry: ToolRegistry
-    #: Services later layers attach (providers, the semantic index, the chat service …).
-    services: dict[str, Any] = field(default_factory=dict)
+    services: Services
+    #: Tools not registered because a service they require is off (or does not exist).
+    left_out: list[LeftOut] = field(default_factory=list)
     #: The pipeline jobs plugins register (``register_pipeline_jobs``), by name: what recipes run.
     pipeline_jobs: dict[str, PipelineJob] = field(default_factory=dict)
+    #: The background work this app can run, in the order it starts (``background``).
+    background_services: list[BackgroundService] = field(default_factory=list)
+    _running: list[str] = field(default_factory=list, init=False, repr=False)
 
-    def tool_context(self, user: User | None = None, **extra: Any) -> ToolContext:
-        scope = scope_from_setting(self.workspace.get_setting(SCOPE_KEY))
+    def tool_context(self, user: User | None = None, *, scope: NotebookScope | None = None, **extra: Any) -> ToolContext:
+        """The context of a tool call; ``scope`` when the caller read it already (else it is read now)."""
+        if scope is None:
+            scope = scope_from_setting(self.workspace.get_setting(SCOPE_KEY))
         return ToolContext(
             workspace=self.workspace,
             user=user,
@@ -51,6 +98,37 @@ class App:
             services=self.services,
             **extra,
         )
+
+    @property
+    def running(self) -> tuple[str, ...]:
+        """The names of the background services running now."""
+        return tuple(self._running)
+
+    @asynccontextmanager
+    async def background(self, *names: str, claims_scheduled: bool = False) -> AsyncIterator[App]:
+        """Run background services for the block: the ones ``names`` names, or all of them.
+
+        A service of scheduled work (``BackgroundService.scheduled``) starts with the others
+        only where ``claims_scheduled`` (one process of a server claims it). They start in
+        order and stop in reverse; none runs twice in one app.
+        """
+        known = [s.name for s in self.background_services]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"no background service called {_names(tuple(unknown))} (known: {_names(tuple(known))})")
+        chosen = [
+            s for s in self.background_services
+            if s.name in names or (not names and (claims_scheduled or not s.scheduled))
+        ]
+        twice = [s.name for s in chosen if s.name in self._running]
+        if twice:
+            raise RuntimeError(f"{_names(tuple(twice))} already running in this app")
+        async with AsyncExitStack() as stack:
+            for service in chosen:
+                await stack.enter_async_context(service.start())
+                self._running.append(service.name)
+                stack.callback(self._running.remove, service.name)
+            yield self
 
     def close(self) -> None:
         self.workspace.data_version.close()
@@ -134,9 +212,17 @@ def open_app(
     *,
     plugins: list[Any] | None = None,
     load_entry_points: bool = True,
+    env: Mapping[str, str] | None = None,
+    embed_service: ServiceEndpoint | None = None,
 ) -> App:
-    """Open (and migrate) the workspace described by ``settings``."""
-    settings = settings or load_settings()
+    """Open (and migrate) the workspace described by ``settings``.
+
+    ``env`` is the environment the settings, providers and embedders read (the process's,
+    read once, by default). ``embed_service`` is a shared embedding service to embed
+    through (``serve --workers N`` starts one): this process then never loads the model.
+    """
+    env = dict(os.environ) if env is None else env
+    settings = settings or load_settings(dict(env))
     if os.name == "posix":
         # Notes, attachments and the token are the owner's alone, whatever umask the
         # shell, the service manager or the desktop app that started us has set.
@@ -156,21 +242,57 @@ def open_app(
     if settings.trash_retention_days:
         workspace.purge_expired(settings.trash_retention_days)
     pm = plugin_manager(plugins, load_entry_points=load_entry_points)
-    services: dict[str, Any] = {}
-    embedders: dict[str, Any] = {}
-    pm.hook.register_embedders(register=embedders.__setitem__)
-    index = open_index(engine, settings.section("embeddings"), embedders, os.environ)
-    if index is not None:
-        services["semantic"] = index
-    registry = ToolRegistry()
-
-    def register_tool(tool: ToolDef) -> None:
-        # A tool that needs a service which is off (semantic search …) is left out entirely.
-        if all(name in services for name in tool.requires):
-            registry.register(tool, check_schema=not is_builtin(tool))
-
-    pm.hook.register_tools(register=register_tool)
-    app = App(settings, engine, workspace, pm, registry, services)
-    app.services["providers"] = provider_registry(settings.file, os.environ, pm)
+    services = _services(engine, settings, pm, env, embed_service)
+    registry, left_out = _tools(pm, services)
+    app = App(settings, engine, workspace, pm, registry, services, left_out)
+    app.background_services = _background(app)
     app.pipeline_jobs = pipeline_jobs(pm)
     return app
+
+
+def _services(
+    engine: Engine, settings: Settings, pm: pluggy.PluginManager, env: Mapping[str, str],
+    embed_service: ServiceEndpoint | None,
+) -> Services:
+    """The services, each after what it needs: embedders, the semantic index, the providers."""
+    embedders: dict[str, EmbedderFactory] = {}
+    pm.hook.register_embedders(register=embedders.__setitem__)
+    index = open_index(engine, settings.section("embeddings"), embedders, env, endpoint=embed_service)
+    return Services(providers=provider_registry(settings.file, env, pm), semantic=index)
+
+
+def _tools(pm: pluggy.PluginManager, services: Services) -> tuple[ToolRegistry, list[LeftOut]]:
+    """The tools whose required services exist; the others are left out, and said so."""
+    registry = ToolRegistry()
+    left_out: list[LeftOut] = []
+
+    def register_tool(tool: ToolDef) -> None:
+        unknown = tuple(n for n in tool.requires if not services.known(n))
+        off = tuple(n for n in tool.requires if services.known(n) and n not in services)
+        if off or unknown:
+            left = LeftOut(tool.name, off, unknown)
+            left_out.append(left)
+            # Ours without an embedder is the keyword-only workspace, not news; a plugin's
+            # tool that never appears is.
+            log.log(logging.INFO if is_builtin(tool) and not unknown else logging.WARNING, "%s", left.reason())
+            return
+        registry.register(tool, check_schema=not is_builtin(tool))
+
+    pm.hook.register_tools(register=register_tool)
+    return registry, left_out
+
+
+def _background(app: App) -> list[BackgroundService]:
+    """The app's own background work: the semantic indexer (when it is on), the chat's turn runner."""
+    out = []
+    index = app.services.semantic
+    if index is not None:
+        out.append(BackgroundService(INDEXER, index.running))
+    out.append(BackgroundService(CHAT, lambda: _chat(app)))
+    return out
+
+
+def _chat(app: App) -> AbstractAsyncContextManager[Any]:
+    from noteloom.chat import chat_lifespan  # the chat's modules load when a process runs it
+
+    return chat_lifespan(app)

@@ -44,7 +44,7 @@ from noteloom import __version__
 from noteloom.app import App
 from noteloom.jsonvalues import dumps, dumps_bytes, find_problem, surrogate_in
 from noteloom.policy import PolicySources, denied, resolve
-from noteloom.tools import ToolContext, ToolDef, ToolError, ToolFailure, ToolSettings, UnknownTool
+from noteloom.tools import ToolDef, ToolError, ToolFailure, ToolSettings, UnknownTool
 from noteloom.workspace import User, Workspace
 
 log = logging.getLogger("noteloom.mcp")
@@ -366,10 +366,8 @@ class McpServer:
             raise RpcError(
                 INVALID_PARAMS, f"Unknown tool: {name!r}; tools/list shows the tools that are available"
             ) from None
-        # As App.tool_context builds it, with the scope this request already read.
-        ctx = ToolContext(
-            workspace=app.workspace, user=user, scope=pre.tools.scope, settings=app.settings.file, services=app.services
-        )
+        # With the scope this request already read.
+        ctx = app.tool_context(user, scope=pre.tools.scope)
         policy = resolve(tool, arguments, PolicySources.read(pre.tools.toggles, app.settings.file))
         if policy == "deny":
             return {"content": [{"type": "text", "text": denied(tool.name)}], "isError": True}

@@ -27,7 +27,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from noteloom.errors import (
     AuthError,
@@ -54,6 +54,8 @@ from noteloom.workspace import Notebook, User, Workspace
 if TYPE_CHECKING:
     from jsonschema.validators import Draft202012Validator
     from sqlalchemy.engine import Connection
+
+    from noteloom.semantic.index import SemanticIndex
 
 log = logging.getLogger("noteloom.tools")
 
@@ -161,8 +163,9 @@ class ToolDef:
     title: str | None = None
     idempotent: bool = False
     open_world: bool = False
-    #: Services (keys of ``App.services``) the tool needs; without them it is not registered,
-    #: so it is absent everywhere (e.g. semantic search when no embedder is set up).
+    #: Services (names of ``noteloom.services.Services``) the tool needs; without them it is
+    #: not registered, so it is absent everywhere (e.g. semantic search when no embedder is
+    #: set up), and the app says so (``App.left_out``).
     requires: tuple[str, ...] = ()
     #: Whether a call needs the user's sign-off, from its arguments (``never`` for tools
     #: that only add). ``None``: every call of a tool that writes asks, reads never do.
@@ -302,6 +305,25 @@ def _match(pattern: str, title: str, path: str) -> bool:
     return fnmatch.fnmatchcase(title, pattern) or fnmatch.fnmatchcase(path, pattern)
 
 
+class ToolServices(Protocol):
+    """The app's services as a tool sees them (``noteloom.services.Services`` is the one a
+    tool is given): the semantic index typed, any service by the name ``requires`` uses."""
+
+    @property
+    def semantic(self) -> SemanticIndex | None: ...
+
+    def get(self, name: str) -> Any: ...
+
+
+class _NoServices:
+    """The services of a context made without an app: none."""
+
+    semantic: None = None
+
+    def get(self, name: str) -> Any:
+        return None
+
+
 @dataclass
 class ToolContext:
     """What a tool call runs with."""
@@ -313,7 +335,7 @@ class ToolContext:
     scope: NotebookScope = field(default_factory=NotebookScope)
     #: Read-only settings from noteloom.toml and services later layers add (the semantic index …).
     settings: dict[str, Any] = field(default_factory=dict)
-    services: dict[str, Any] = field(default_factory=dict)
+    services: ToolServices = field(default_factory=_NoServices)
 
     def allowed_notebooks(self, *, conn: Connection | None = None) -> set[str] | None:
         """Notebook ids in scope (``None`` = all). Computed per call: notebooks change.

@@ -3,8 +3,8 @@
 ``ChatService`` is the one entry point: conversations, sending (slash commands or a
 turn run in the background), reading a message as it runs, its events (live and
 stored, resumable by sequence number), cancel, confirmations and proposed edits.
-``chat_lifespan`` runs its turn runner for the life of a server and registers the
-service as ``services["chat"]``.
+``chat_lifespan`` runs its turn runner for the life of a process (the app's ``chat``
+background service) and is ``services.chat`` meanwhile.
 """
 
 from __future__ import annotations
@@ -415,12 +415,12 @@ class ChatService:
 
 @asynccontextmanager
 async def chat_lifespan(host: Host) -> AsyncIterator[ChatService]:
-    """Run the chat for a server's lifetime; the service is ``host.services["chat"]`` meanwhile."""
+    """Run the chat's turn runner for the block; the service is ``host.services.chat`` meanwhile."""
     service = ChatService(host)
     async with service.runner.running():
-        host.services[SERVICE_KEY] = service
+        host.services.chat = service
         try:
             yield service
         finally:
-            host.services.pop(SERVICE_KEY, None)
+            host.services.chat = None
 

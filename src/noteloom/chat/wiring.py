@@ -17,7 +17,7 @@ anything shaped like ``noteloom.app.App`` — and reads its ``[chat]`` settings:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from noteloom.agent.events import Budgets
 from noteloom.chat.conversations import Conversations
@@ -31,6 +31,9 @@ from noteloom.providers.registry import ProviderRegistry
 from noteloom.tools import ToolContext, ToolRegistry
 from noteloom.workspace import User, Workspace
 
+if TYPE_CHECKING:
+    from noteloom.services import Services
+
 #: Run-time setting (``Workspace.set_setting``) for the default voice; wins over the file.
 SYSTEM_PROMPT_KEY = "chat.system_prompt"
 
@@ -41,7 +44,7 @@ class Host(Protocol):
     settings: Settings
     workspace: Workspace
     registry: ToolRegistry
-    services: dict[str, Any]
+    services: Services
 
     def tool_context(self, user: User | None = None, **extra: Any) -> ToolContext: ...
 
@@ -108,7 +111,4 @@ class Stores:
 
 
 def providers_of(host: Host) -> ProviderRegistry:
-    registry = host.services.get("providers")
-    if not isinstance(registry, ProviderRegistry):
-        raise ConfigError("no model providers are set up in this app (services['providers'] is missing)")
-    return registry
+    return host.services.providers

@@ -38,7 +38,7 @@ from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, fail_with, opene
 from noteloom.errors import InvalidInput
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.policy import POLICIES, Policy
-from noteloom.providers import THINKING_LEVELS, Provider, ProviderRegistry, ThinkingLevel
+from noteloom.providers import THINKING_LEVELS, Provider, ThinkingLevel
 from noteloom.providers.registry import NO_MODEL_HELP
 from noteloom.tools import ToolContext, ToolDef
 
@@ -171,7 +171,7 @@ def chat(
 def models(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None:
     """List the configured providers, their models and whether they are ready."""
     with opened(home) as app:
-        registry: ProviderRegistry = app.services["providers"]
+        registry = app.services.providers
         infos = registry.describe()
         try:
             default = registry.default_address()
@@ -413,7 +413,7 @@ def decide_call(description: str, approve_all: bool) -> Decision:
 
 
 def _session(app: App, model: str | None, yes: bool, thinking: ThinkingLevel | None) -> _Session:
-    registry: ProviderRegistry = app.services["providers"]
+    registry = app.services.providers
     provider, name = registry.resolve(model)
     tools = app.registry.enabled(app.workspace)
     context = app.tool_context(app.workspace.ensure_owner())

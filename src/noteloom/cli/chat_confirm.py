@@ -14,10 +14,10 @@ from typing import Literal
 import anyio
 import typer
 
-from noteloom.app import App
+from noteloom.app import CHAT, App
 from noteloom.chat import ChatService
 from noteloom.cli.common import fail, opened, print_json
-from noteloom.cli.conversation import Printer, follow
+from noteloom.cli.conversation import Printer, follow, running_chat
 from noteloom.workspace import User
 
 
@@ -66,7 +66,8 @@ async def _decide(app: App, owner: User, ref: str, decision: Literal["approve", 
         answer = typer.prompt(f"  {description} Allow? [y/N]", default="", show_default=False, err=True)
         return "approve" if answer.strip().lower() in ("y", "yes") else "decline"
 
-    async with chat.runner.running():
+    async with app.background(CHAT):
+        chat = running_chat(app)  # the app's own, whose turn runner runs now
         seen = (await chat.message(owner, message_id))["last_seq"]
         await chat.confirm(owner, message_id, decision)
         typer.echo(f"{decision}d; finishing the turn…", err=True)

@@ -4,7 +4,7 @@ Every line typed is sent through ``ChatService.send`` exactly as the web page se
 the terminal stores the same rows (the conversation shows in the web chat's list and in
 ``GET /api/v1/chat/conversations``), gets the same slash commands (``/clear``, ``/model``,
 ``/system``, ``/cost``: never sent to a model), the same history cap and the same approval
-policy. The turn runs in this process (its own turn runner, as ``chat --approve`` uses);
+policy. The turn runs in this process (the app's chat, as ``chat --approve`` runs it);
 its stored events stream here: the answer to stdout, tool calls, command replies, y/N
 questions and the closing totals to stderr.
 """
@@ -22,7 +22,7 @@ import anyio
 import typer
 from anyio import to_thread
 
-from noteloom.app import App
+from noteloom.app import CHAT, App
 from noteloom.chat import ChatService
 from noteloom.chat.records import Conversation
 from noteloom.errors import ConfigError, InvalidInput, NoteloomError, NotFound
@@ -175,7 +175,8 @@ async def converse(
     if interactive:
         where = f"Continuing {conv.title!r} ({conv.id[:8]})" if conv else "Chatting"
         printer.note(f"{where} with {fallback}. /clear, /model ID, /system TEXT, /cost; end with Ctrl-D.")
-    async with chat.runner.running():
+    async with app.background(CHAT):
+        chat = running_chat(app)  # the app's own, whose turn runner runs now
         while True:
             if interactive:
                 typer.echo("you> ", nl=False, err=True)
@@ -208,6 +209,14 @@ async def converse(
         printer.note(f"conversation {conversation_id[:8]} · continue with `noteloom chat -c` "
                      f"or `--conversation {conversation_id[:8]}`")
     printer.note(totals.line(fallback))
+
+
+def running_chat(app: App) -> ChatService:
+    """The app's chat, whose turn runner runs (within ``app.background(CHAT)``)."""
+    chat = app.services.chat
+    if chat is None:
+        raise RuntimeError("the chat is not running in this app")
+    return chat
 
 
 def _default_model(chat: ChatService) -> str:

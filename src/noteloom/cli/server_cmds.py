@@ -49,10 +49,10 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Serve the web page, the JSON API and MCP (at /mcp)."""
-        from noteloom.chat import chat_lifespan
+        from functools import partial
+
         from noteloom.config import load_settings
-        from noteloom.semantic import index_worker
-        from noteloom.web.app import create_web_app
+        from noteloom.web.app import create_web_app, served_app
         from noteloom.web.listen import listen_sockets
         from noteloom.web.server import raise_fd_limit, return_freed_memory, serve
         from noteloom.web.workers import Supervisor
@@ -77,18 +77,18 @@ def register(app: typer.Typer) -> None:
                 try:
                     with socks[0]:
                         serve(
-                            create_web_app(a, lifespans=[index_worker, chat_lifespan]), socks, settings.limits,
+                            create_web_app(a, background=True, claims_scheduled=True), socks, settings.limits,
                             log_level="warning", timeout_graceful_shutdown=5,
                         )
                 finally:
                     remove_runtime(runtime)
                 return
             service = _embed_service(a)
-        # Several processes: each opens the workspace itself (the settings travel in the
-        # environment) and serves on a socket of its own; see noteloom.web.workers.
-        os.environ["NOTELOOM_HOME"] = str(settings.data_dir)
+        # Several processes: each opens the workspace itself, from the settings read here
+        # (handed over in its spawn arguments), and serves on a socket of its own; see
+        # noteloom.web.workers.
         supervisor = Supervisor(
-            socks, "noteloom.web.app:served_app", {"log_level": "warning", "timeout_graceful_shutdown": 5},
+            socks, partial(served_app, settings), {"log_level": "warning", "timeout_graceful_shutdown": 5},
             limits=settings.limits, service=service,
         )
         try:
@@ -103,11 +103,10 @@ def register(app: typer.Typer) -> None:
 
 def _embed_service(a: App) -> ServiceProcess | None:
     """One embedding service for all the workers, when semantic search is on."""
-    from noteloom.semantic import SemanticIndex
     from noteloom.semantic.embed_service import EmbedderSource, ServiceProcess
 
-    index = a.services.get("semantic")
-    if not isinstance(index, SemanticIndex):
+    index = a.services.semantic
+    if index is None:
         return None
     source = EmbedderSource("noteloom.web.workers:workspace_embedder", {"config": dict(a.settings.section("embeddings"))})
     # The window the index cuts chunks to, as it would for the embedder in this process.

@@ -240,7 +240,7 @@ def notes_search(
     if mode not in ("keyword", "semantic", "hybrid"):
         fail(f"--mode takes keyword, semantic or hybrid, not {mode!r}")
     with opened(home) as a:
-        index = a.services.get("semantic")
+        index = a.services.semantic
         if mode != "keyword" and index is None:
             fail(
                 "semantic search is off in this workspace (see [embeddings] in noteloom.toml); "

@@ -21,7 +21,6 @@ from noteloom.default_plugins.workspace_tools import (
 from noteloom.hooks import hookimpl
 from noteloom.query import parse_query
 from noteloom.search import notes_allowed
-from noteloom.semantic import SemanticIndex
 from noteloom.tools import ToolContext, ToolDef, ToolError
 
 SEMANTIC_MAX = 50
@@ -43,8 +42,8 @@ def _descendants(books: Books, root: str) -> set[str]:
 
 
 def _semantic_search(ctx: ToolContext, args: dict[str, Any]) -> Any:
-    index = ctx.services.get("semantic")
-    if not isinstance(index, SemanticIndex):
+    index = ctx.services.semantic
+    if index is None:
         raise ToolError("semantic search is off in this workspace; use search_notes instead")
     ws = ctx.workspace
     with ws.read() as c:

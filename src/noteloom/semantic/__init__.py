@@ -14,13 +14,13 @@ written in one transaction; the cursor moves in the same transaction, so a
 crash repeats a little work and loses none.
 
 ``SemanticIndex.running()`` is the background worker: an async context manager
-(the web app's lifespan enters it) that owns one task, loads the model off the
+(``App.background`` enters it) that owns one task, loads the model off the
 request path, and on exit stops at the next batch boundary without committing
 half a batch. ``SemanticIndex.sync()`` does the same work in the foreground
 (``noteloom index``).
 
 Modules: ``index`` (the index and its worker), ``hybrid`` (keyword and semantic
-search fused), ``wiring`` (settings to index, the worker as a lifespan).
+search fused), ``wiring`` (settings to index).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         SemanticResult,
         snippet_of,
     )
-    from noteloom.semantic.wiring import index_worker, open_index
+    from noteloom.semantic.wiring import open_index
 
 #: Where each name lives: the package imports a module when one of its names is first
 #: used, so that opening a workspace does not import hybrid ranking and the query
@@ -54,7 +54,7 @@ _HOMES = {
     "hybrid": ("HybridResult", "Mode", "NoteHit", "fuse", "hybrid_search", "query_shape"),
     "index": ("DEFAULT_THRESHOLDS", "ChunkHit", "IndexStatus", "Relevance", "SemanticIndex", "SemanticResult",
               "snippet_of"),
-    "wiring": ("index_worker", "open_index"),
+    "wiring": ("open_index",),
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -82,7 +82,6 @@ __all__ = [
     "SemanticResult",
     "fuse",
     "hybrid_search",
-    "index_worker",
     "open_index",
     "query_shape",
     "snippet_of",

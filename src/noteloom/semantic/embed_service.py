@@ -13,8 +13,7 @@ the model's libraries).
 - **Who may talk to it**: the folder and socket modes keep every other user out; on top,
   a connection must pass ``multiprocessing.connection``'s HMAC challenge with a random
   32-byte key the starter made and hands to its children (through the spawn pipe to the
-  service, through the environment to workers, whose environment only their own user
-  can read). A client of another server, or a leftover socket, fails the challenge
+  service and to workers alike, never through the environment). A client of another server, or a leftover socket, fails the challenge
   rather than getting someone else's vectors.
 - **Wire**: ``multiprocessing.connection`` messages (length-prefixed), never pickled: a
   request is a JSON object, a reply a JSON header line followed by the vectors as
@@ -63,9 +62,6 @@ __all__ = [
     "ServiceProcess",
 ]
 
-#: Environment variables that hand a worker the service's address, key, model name and window.
-ADDRESS_ENV, KEY_ENV, NAME_ENV = "NOTELOOM_EMBED_SERVICE", "NOTELOOM_EMBED_KEY", "NOTELOOM_EMBED_NAME"
-WINDOW_ENV = "NOTELOOM_EMBED_WINDOW"
 #: The longest request a service reads (a batch of chunks is well under a megabyte).
 MAX_REQUEST = 64 * 1024 * 1024
 #: Seconds a caller is told to wait when the service went away mid-request: the server looks
@@ -84,27 +80,6 @@ class ServiceEndpoint:
     authkey: bytes = field(repr=False)
     name: str
     max_tokens: int = 0
-
-    def to_env(self) -> dict[str, str]:
-        return {ADDRESS_ENV: self.address, KEY_ENV: self.authkey.hex(), NAME_ENV: self.name,
-                WINDOW_ENV: str(self.max_tokens)}
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> ServiceEndpoint | None:
-        """The endpoint ``env`` names, or ``None`` when it names none."""
-        address = env.get(ADDRESS_ENV)
-        if not address:
-            return None
-        try:
-            key = bytes.fromhex(env.get(KEY_ENV, ""))
-        except ValueError:
-            key = b""
-        window = env.get(WINDOW_ENV, "0")
-        if not key or not env.get(NAME_ENV) or not window.isdigit():
-            raise EmbeddingError(
-                f"{ADDRESS_ENV} is set, but {KEY_ENV}, {NAME_ENV} or {WINDOW_ENV} is missing or malformed"
-            )
-        return cls(address, key, env[NAME_ENV], int(window))
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
-"""Wiring: the index the ``[embeddings]`` settings describe, and its worker as a lifespan."""
+"""Wiring: the index the ``[embeddings]`` settings describe (its worker runs as one of the app's
+background services, ``noteloom.app``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -24,6 +24,8 @@ def open_index(
     config: Mapping[str, Any],
     factories: Mapping[str, EmbedderFactory],
     env: Mapping[str, str],
+    *,
+    endpoint: ServiceEndpoint | None = None,
 ) -> SemanticIndex | None:
     """The semantic index the ``[embeddings]`` settings describe, or ``None`` when it is off.
 
@@ -32,9 +34,9 @@ def open_index(
     (keyword search works either way). ``enabled = false`` turns it off. The kind of
     embedder is ``type``, or the prefix of ``model`` (``local:…``, ``openai:…``).
 
-    When ``env`` names a shared embedding service (``serve --workers N`` hands its workers
-    one, see :mod:`noteloom.semantic.embed_service`), the index embeds through it and this
-    process never builds the embedder, nor loads its model.
+    With the ``endpoint`` of a shared embedding service (``serve --workers N`` hands its
+    workers one, see :mod:`noteloom.semantic.embed_service`), the index embeds through it
+    and this process never builds the embedder, nor loads its model.
     """
     if config.get("enabled", True) is False:
         return None
@@ -43,7 +45,6 @@ def open_index(
     if kind == "local" and not explicit and not local_model_available(DEFAULT_LOCAL_MODEL):
         return None
     factory = _factory(kind, factories)
-    endpoint = ServiceEndpoint.from_env(env)
     embedder: Embedder = RemoteEmbedder(endpoint) if endpoint is not None else factory(config, env)
     thresholds = config.get("thresholds", {})
     if not isinstance(thresholds, Mapping) or not all(
@@ -92,16 +93,3 @@ def _setting(config: Mapping[str, Any], key: str, default: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ConfigError(f"[embeddings] {key} must be a whole number, not {value!r}")
     return value
-
-
-class _HasServices(Protocol):
-    services: dict[str, Any]
-
-
-def index_worker(app: _HasServices) -> AbstractAsyncContextManager[Any]:
-    """The background indexer of ``app`` as a lifespan (``create_web_app(app, lifespans=[index_worker])``);
-    a context that does nothing when semantic search is off."""
-    index = app.services.get("semantic")
-    if isinstance(index, SemanticIndex):
-        return index.running()
-    return nullcontext()

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -15,25 +15,38 @@ from starlette.responses import JSONResponse
 
 from noteloom import __version__
 from noteloom.app import App
+from noteloom.config import Settings
 from noteloom.postings import serving
 from noteloom.web import pages
 from noteloom.web.auth import TokenAuth
 from noteloom.web.headers import SecurityHeaders
 from noteloom.web.limits import BodyLimit
 
-#: Async context managers run for the server's lifetime (background workers of later layers).
-Lifespan = Callable[[App], Any]
+if TYPE_CHECKING:
+    from noteloom.web.workers import Worker
 
 
-def create_web_app(app: App, *, lifespans: list[Lifespan] | None = None) -> Any:
-    """The full ASGI app (wrapped in the credential and security-header middlewares)."""
+def create_web_app(
+    app: App, *, background: bool | Collection[str] = False, claims_scheduled: bool = False, close: bool = False,
+) -> Any:
+    """The full ASGI app (wrapped in the credential and security-header middlewares).
+
+    Its lifespan runs ``app``'s background services (``App.background``): all of them with
+    ``background=True`` (what ``noteloom serve`` runs), the ones named, or none (the
+    default: a test's app, served or not, runs only what the test starts). ``claims_scheduled``:
+    this process runs the scheduled work of the server. ``close``: the app is closed when
+    the server stops (a worker's own app).
+    """
+    names: tuple[str, ...] = () if isinstance(background, bool) else tuple(background)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            if close:
+                stack.callback(app.close)
             stack.enter_context(serving())
-            for factory in lifespans or []:
-                await stack.enter_async_context(factory(app))
+            if background is True or names:
+                await stack.enter_async_context(app.background(*names, claims_scheduled=claims_scheduled))
             yield
 
     api = FastAPI(
@@ -75,20 +88,11 @@ ROUTE_MODULES: list[str] = [
 ]
 
 
-def served_app() -> Any:
-    """The app ``noteloom serve --workers N`` runs in each process: the workspace the
-    environment names, with the index worker and the chat's turn runner."""
+def served_app(settings: Settings, worker: Worker) -> Any:
+    """The app each process of ``noteloom serve --workers N`` runs: the workspace of
+    ``settings``, embedding through the server's shared embedding service, with all the
+    app's background services (scheduled work only in the worker that claims it)."""
     from noteloom.app import open_app
-    from noteloom.chat import chat_lifespan
-    from noteloom.semantic import index_worker
 
-    app = open_app()
-
-    @asynccontextmanager
-    async def closing(_: App) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            app.close()
-
-    return create_web_app(app, lifespans=[closing, index_worker, chat_lifespan])
+    app = open_app(settings, embed_service=worker.embed_service)
+    return create_web_app(app, background=True, claims_scheduled=worker.claims_scheduled, close=True)

@@ -9,14 +9,13 @@ from fastapi import FastAPI
 from starlette.responses import JSONResponse
 
 from noteloom.app import App
-from noteloom.semantic import SemanticIndex
 
 
 def install(api: FastAPI, app: App) -> None:
     @api.get("/api/v1/index/status", tags=["search"], summary="Semantic index status")
     async def index_status() -> JSONResponse:
-        index = app.services.get("semantic")
-        if not isinstance(index, SemanticIndex):
+        index = app.services.semantic
+        if index is None:
             return JSONResponse({"enabled": False})
         status = await to_thread.run_sync(index.status)
         body: dict[str, Any] = {"enabled": True, **status.as_dict()}

@@ -1,7 +1,8 @@
 """``noteloom serve --workers N``: N server processes on one port and one workspace.
 
 Each worker is a fresh (spawned) process that opens the workspace itself — the
-settings travel in the environment — and serves on a listening socket of its own
+settings travel in its spawn arguments, as a :class:`Worker` and the app factory's
+arguments; nothing goes through the environment — and serves on a listening socket of its own
 (:func:`noteloom.web.listen.listen_sockets`), so the kernel spreads connections over
 the workers. The parent only supervises:
 
@@ -14,10 +15,12 @@ the workers. The parent only supervises:
   flight, up to ``timeout_graceful_shutdown``), then the parent exits.
 
 With semantic search on, the supervisor first starts one embedding service
-(:mod:`noteloom.semantic.embed_service`) and hands every worker its address and key in
-the environment: the model is loaded once, not once per worker. The service is
-restarted like a worker when it dies and stopped after the workers. Of the workers,
-one runs the background indexer (the others stand by on its workspace lock).
+(:mod:`noteloom.semantic.embed_service`) and hands every worker its address and key
+(``Worker.embed_service``): the model is loaded once, not once per worker. The service is
+restarted like a worker when it dies and stopped after the workers. Every worker runs the
+app's background services; of the workers, one runs the background indexer (the others
+stand by on its workspace lock), and the first claims the server's scheduled work
+(``Worker.claims_scheduled``).
 """
 
 from __future__ import annotations
@@ -29,15 +32,16 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from noteloom.config import ServerLimits
 from noteloom.embedders import Embedder
 from noteloom.errors import NoteloomError
-from noteloom.semantic.embed_service import ServiceProcess, tie_to_parent
+from noteloom.semantic.embed_service import ServiceEndpoint, ServiceProcess, tie_to_parent
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +51,28 @@ STARTUP_GRACE = 10.0
 STOP_TIMEOUT = 15.0
 
 
+@dataclass(frozen=True)
+class Worker:
+    """What a worker process is told: its place among the workers and where the shared
+    embedding service listens (``None``: semantic search is off, or embeds in-process)."""
+
+    index: int
+    embed_service: ServiceEndpoint | None = None
+
+    @property
+    def claims_scheduled(self) -> bool:
+        """Whether this worker runs the server's scheduled work (one of them does)."""
+        return self.index == 0
+
+
+#: What a worker serves: an ASGI app made from what it is told. It is pickled to the spawned
+#: process, so a module-level function (or a ``functools.partial`` of one).
+AppFactory = Callable[[Worker], Any]
+
+
 def _worker_main(
-    sock: socket.socket, app: str, options: dict[str, Any], limits: ServerLimits, parent: int,
-    env: dict[str, str],
+    sock: socket.socket, factory: AppFactory, worker: Worker, options: dict[str, Any], limits: ServerLimits,
+    parent: int,
 ) -> None:  # pragma: no cover - child
     from noteloom.web.server import return_freed_memory, serve
 
@@ -57,8 +80,7 @@ def _worker_main(
     # The kernel sends SIGTERM when the supervisor dies, even by SIGKILL, so no worker keeps
     # serving (and holding the workspace's locks) without it.
     tie_to_parent(parent)
-    os.environ.update(env)  # the embedding service's address and key, read by open_app
-    serve(app, [sock], limits, factory=True, **options)
+    serve(partial(factory, worker), [sock], limits, factory=True, **options)
 
 
 def workspace_embedder(config: Mapping[str, Any]) -> Embedder:
@@ -74,6 +96,7 @@ def workspace_embedder(config: Mapping[str, Any]) -> Embedder:
 
 @dataclass
 class _Slot:
+    index: int
     sock: socket.socket
     process: BaseProcess | None = None
     started: float = 0.0
@@ -82,10 +105,10 @@ class _Slot:
 
 @dataclass
 class Supervisor:
-    """Runs ``app`` (an import string of an ASGI app factory) in one process per socket."""
+    """Runs the app ``app`` makes in one process per socket."""
 
     sockets: list[socket.socket]
-    app: str
+    app: AppFactory
     options: dict[str, Any] = field(default_factory=dict)
     limits: ServerLimits = field(default_factory=ServerLimits)
     poll: float = 0.5
@@ -95,7 +118,7 @@ class Supervisor:
     def __post_init__(self) -> None:
         self._ctx = multiprocessing.get_context("spawn")
         self._stop = threading.Event()
-        self._slots = [_Slot(s) for s in self.sockets]
+        self._slots = [_Slot(i, s) for i, s in enumerate(self.sockets)]
         self.failed = False
 
     def run(self) -> None:
@@ -122,9 +145,9 @@ class Supervisor:
         self._stop.set()
 
     def _start(self, slot: _Slot) -> None:
-        env = self.service.endpoint.to_env() if self.service is not None else {}
+        worker = Worker(slot.index, self.service.endpoint if self.service is not None else None)
         process = self._ctx.Process(
-            target=_worker_main, args=(slot.sock, self.app, self.options, self.limits, os.getpid(), env),
+            target=_worker_main, args=(slot.sock, self.app, worker, self.options, self.limits, os.getpid()),
             daemon=False,
         )
         process.start()

@@ -83,7 +83,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> Any:
         scoped = None if ctx.scope.unrestricted else Books(ctx, c).visible_ids
         # One extra hit tells whether there is a next page without counting every match.
         hits = hybrid_search(
-            ws, ctx.services.get("semantic"), args["query"], mode=args.get("mode"),
+            ws, ctx.services.semantic, args["query"], mode=args.get("mode"),
             limit=limit + 1, offset=offset, notebook_ids=scoped, conn=c,
         ).hits
         page = hits[:limit]
