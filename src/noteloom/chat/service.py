@@ -40,7 +40,6 @@ from noteloom.workspace import Note, User
 
 T = TypeVar("T")
 MESSAGE_MAX = 100_000
-SERVICE_KEY = "chat"
 #: How often a stream following a turn in another process asks SQLite whether anything
 #: was committed (a few microseconds each).
 NEWS_POLL_SECONDS = 0.02

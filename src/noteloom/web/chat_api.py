@@ -23,7 +23,6 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from noteloom.app import App
 from noteloom.chat import ChatService
 from noteloom.chat.records import Conversation
-from noteloom.chat.service import SERVICE_KEY
 from noteloom.chat.views import conversation_view
 from noteloom.errors import Unavailable
 from noteloom.jsonvalues import dumps, encodable
@@ -325,8 +324,8 @@ class PendingItem(BaseModel):
 
 
 def service_of(app: App) -> ChatService:
-    service = app.services.get(SERVICE_KEY)
-    if not isinstance(service, ChatService):
+    service = app.services.chat
+    if service is None:
         raise Unavailable("the chat is not running here; start noteloom with `noteloom serve`")
     return service
 
