@@ -33,10 +33,12 @@ MAX_COMPANIONS = 20
 #: Items the list holds at most (the longest lists people keep are well under this).
 MAX_ITEMS = 150
 #: Notes titled as packing lists, or tagged packing…: a title that merely says "pack" is as
-#: often about code ("Pack the values") as about trips.
-LISTS_QUERY = (
+#: often about code ("Pack the values") as about trips. Two searches, not one with any:1:
+#: at 100,000 notes words ORed with a tag filter cost ~200 ms of CPU, the two apart ~10 ms.
+LISTS_QUERIES = (
     'any:1 title:"packing list" title:"pack list" title:"packing checklist" title:"what to pack" '
-    'title:"things to pack" title:"packing for" tag:packing*'
+    'title:"things to pack" title:"packing for"',
+    "tag:packing*",
 )
 
 
@@ -160,7 +162,8 @@ def _read_notes(ctx: ToolContext, destination: str) -> tuple[list[PackingList], 
     place = _ARTICLE.sub("", destination)
     with ws.read() as c:
         allowed = ctx.allowed_notebooks(conn=c)
-        list_hits = search_notes(ws, LISTS_QUERY, limit=100, notebook_ids=allowed, conn=c)
+        found = (h for q in LISTS_QUERIES for h in search_notes(ws, q, limit=100, notebook_ids=allowed, conn=c))
+        list_hits = list({h.id: h for h in found}.values())
         lists_ids = {h.id for h in list_hits}
         place_hits: list[Any] = []
         # The place as a phrase, else its first part ("Lake District" of "Lake District, Cumbria").
