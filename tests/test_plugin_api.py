@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any, ClassVar, Literal
 
+import anyio
 import httpx2 as httpx
 import pytest
 import typer
@@ -30,6 +31,7 @@ from noteloom.errors import ConfigError, InvalidInput
 from noteloom.messages import Message, TextDelta
 from noteloom.pipeline import BasePipelineJob, PipelineItem, PipelineRun, check_job
 from noteloom.plugins import (
+    ProviderType,
     ToolContext,
     ToolDef,
     ToolError,
@@ -313,6 +315,20 @@ def test_a_provider_types_key_variable_alone_makes_a_provider_of_its_name(plugin
     assert registry.no_model_help().startswith("no model is configured. Set SHOUT_API_KEY or ")
 
 
+def test_a_plugins_provider_type_replaces_a_builtin_of_the_same_name(plugin: ModuleType) -> None:
+    class Whisper(plugin.ShoutProvider):  # type: ignore[name-defined,misc]
+        pass
+
+    class Replacing:
+        @hookimpl
+        def register_providers(self, register: Any) -> None:
+            register(ProviderType("echo", lambda config: Whisper(config.name, default_model="w", exclaim=0),
+                                  offline=True))
+
+    registry = provider_registry({}, {}, plugin_manager([Replacing()], load_entry_points=False))
+    assert isinstance(registry.resolve("echo")[0], Whisper)
+
+
 def test_the_old_two_argument_provider_registration_is_refused_with_the_new_form() -> None:
     class Old:
         @hookimpl
@@ -369,6 +385,45 @@ async def test_static_files_are_served_without_a_credential_and_never_from_outsi
             # A client may take ".." out itself (a private path then: 401); the server never serves it.
             assert r.status_code in (401, 404), (path, r.status_code)
             assert "secret" not in r.text and "hidden" not in r.text
+
+
+async def raw_get(asgi: Any, path: str) -> tuple[int, bytes]:
+    """A GET of ``path`` exactly as written (an HTTP client would take ``..`` out first)."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+             "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+    sent: list[dict[str, Any]] = []
+    requests = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if requests:
+            return requests.pop()
+        await anyio.Event().wait()  # the client stays until the response is sent
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await asgi(scope, receive, send)
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+@pytest.mark.anyio
+async def test_a_path_that_climbs_out_of_the_static_folder_is_not_found(
+    tmp_path: Path, plugin_app: App, plugin: ModuleType, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    (folder / "socks.svg").write_text("<svg/>")
+    (tmp_path / "secret.txt").write_text("the secret")
+    monkeypatch.setattr(plugin, "PICTURES", folder)
+    asgi = create_web_app(plugin_app)
+    assert await raw_get(asgi, "/plugins/packing_demo/static/socks.svg") == (200, b"<svg/>")
+    for path in ["/plugins/packing_demo/static/../secret.txt", "/plugins/packing_demo/static/../../secret.txt", "/plugins/packing_demo/static/a/../../secret.txt",
+                 f"/plugins/packing_demo/static/{tmp_path}/secret.txt", "/plugins/packing_demo/static//etc/passwd"]:
+        status, body = await raw_get(asgi, path)
+        assert status == 404 and b"secret" not in body and b"root:" not in body, (path, status)
 
 
 class CatchAll:

@@ -185,13 +185,14 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
 
 def pipeline_jobs(pm: pluggy.PluginManager) -> dict[str, PipelineJob]:
     """The pipeline jobs plugins register, by name (what the recipes' runner runs). Two jobs
-    of one name: the first registered is kept, and the app says so."""
+    of one name: the plugin loaded later wins (the hook runs it first), and the app says so."""
     jobs: dict[str, PipelineJob] = {}
 
     def register(job: PipelineJob) -> None:
         checked = check_job(job)
         if checked.name in jobs:
-            log.warning("pipeline job %r is registered twice; the second one is ignored", checked.name)
+            log.warning("pipeline job %r is registered twice; the plugin loaded later replaces the other",
+                        checked.name)
             return
         jobs[checked.name] = checked
 

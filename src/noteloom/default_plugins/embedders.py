@@ -8,14 +8,13 @@ OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM …).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from noteloom.embedders import local_embedder, openai_embedder
+from noteloom.embedders import EmbedderFactory, local_embedder, openai_embedder
 from noteloom.hooks import hookimpl
 
 
 @hookimpl
-def register_embedders(register: Callable[[str, Any], None]) -> None:
+def register_embedders(register: Callable[[str, EmbedderFactory], None]) -> None:
     """Register the ``local`` and ``openai`` embedder kinds."""
     register("local", local_embedder)
     register("openai", openai_embedder)

@@ -317,7 +317,9 @@ def provider_types(plugins: pluggy.PluginManager) -> dict[str, ProviderType]:
                 f"not register({provider_type!r}, ...)"
             )
         if provider_type.name in types:
-            log.warning("provider type %r is registered twice; the second one is ignored", provider_type.name)
+            # The hook runs the plugins registered last first: theirs replaces the earlier one.
+            log.warning("provider type %r is registered twice; the plugin loaded later replaces the other",
+                        provider_type.name)
             return
         types[provider_type.name] = provider_type
 
