@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -165,3 +168,14 @@ def test_services_answer_by_name_as_by_attribute(app: App) -> None:
     with pytest.raises(ValueError, match="exists already"):
         services.add("weather", marker)
     assert services.get("nothing") is None and not services.known("nothing")
+
+
+def test_the_tool_list_says_which_tools_are_left_out_and_why(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    _open(home).close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTELOOM_")}
+    done = subprocess.run([sys.executable, "-m", "noteloom", "tools", "list", "--home", str(home)],
+                          capture_output=True, text=True, env=env, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert "semantic_search_notes" not in done.stdout
+    assert "note: tool 'semantic_search_notes' is left out: it requires 'semantic', and 'semantic' is off" in done.stderr

@@ -156,6 +156,8 @@ def tools_list(as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -> 
             state = "on " if r["enabled"] else "off"
             default = "" if r["enabled"] == r["default"] else f"  (default {'on' if r['default'] else 'off'})"
             typer.echo(f"{r['name']:<{width}}  {state}  {r['effect']:<11}  {r['policy']:<8}  {r['title']}{default}")
+        for left in a.left_out:  # why a tool is missing from the list
+            typer.echo(f"note: {left.reason()}", err=True)
 
 
 @tools_app.command("policy")
