@@ -11,7 +11,6 @@ from typing import Any
 
 import anyio
 import pytest
-import sqlalchemy as sa
 
 from chat_support import collect, running_chat, scripted, settle, until
 from noteloom.app import App, open_app
