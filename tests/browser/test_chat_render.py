@@ -125,9 +125,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         {"text": "Pack socks and the tent; rain on day one."},
     ], "loop": True}
     (home / "render.json").write_text(json.dumps(script), encoding="utf-8")
+    slow = {"steps": [{"tool_calls": [{"name": "forecast_probe", "arguments": args}]},
+                      {"chunks": ["Reading the forecast "], "hang": True}], "loop": True}
+    (home / "slow.json").write_text(json.dumps(slow), encoding="utf-8")
     (home / "noteloom.toml").write_text(
         f'[providers]\ndefault = "render"\n\n[providers.render]\ntype = "scripted"\nscript = "{home / "render.json"}"\n'
-        "loop = true\n",
+        f'loop = true\n\n[providers.slow]\ntype = "scripted"\nscript = "{home / "slow.json"}"\nloop = true\n',
         encoding="utf-8",
     )
 
@@ -207,10 +210,35 @@ def test_a_plugin_result_is_drawn_from_its_render_spec_and_a_plain_one_is_folded
 
 def test_the_result_view_survives_a_reload(page: Any, live: Live) -> None:
     conversations = live.api("GET", "/api/v1/chat/conversations")["conversations"]
-    assert conversations, "the first test's conversation is missing"
-    page.click(f'#thread-list li[data-id="{conversations[0]["id"]}"] button.thread')
+    packing = [c for c in conversations if c["title"] == "What should I pack for Oslo?"]
+    assert packing, "the first test's conversation is missing"
+    page.click(f'#thread-list li[data-id="{packing[0]["id"]}"] button.thread')
     answer = page.locator(".msg.assistant").last
     items = answer.locator('.tool[data-tool="pack_probe"] .render-item')
     expect(items).to_have_count(3)
     loaded(page, items.nth(1).locator("img.render-thumb"), "blob:")
     expect(answer.locator('.tool[data-tool="forecast_probe"] details.tool-result')).to_have_count(1)
+
+
+def test_a_result_shows_under_its_call_while_the_turn_still_runs(page: Any) -> None:
+    # A second turn of a conversation streams from its first event (a running turn opened
+    # afresh shows its calls from its stored transcript, which is written as it settles).
+    page.fill("#message", "Pack for Oslo")
+    page.press("#message", "Enter")
+    expect(page.locator("#live-status")).to_have_text("Answer complete.")
+    page.click("#settings-open")
+    page.select_option("#set-model", "slow:script")
+    page.click("#settings-form button[type=submit]")
+    expect(page.locator("#settings")).to_be_hidden()
+    page.fill("#message", "Will it rain in Oslo?")
+    page.press("#message", "Enter")
+    answer = page.locator(".msg.assistant").nth(1)
+    expect(answer.locator(".bubble.streaming")).to_contain_text("Reading the forecast")  # the turn runs on
+    details = answer.locator('.tool[data-tool="forecast_probe"] details.tool-result')
+    expect(details).to_have_count(1)
+    expect(answer.locator('.tool[data-tool="forecast_probe"] .tool-call')).to_contain_text('{"destination":"Oslo"}')
+    expect(page.locator("#send")).to_have_text("Cancel")
+    details.locator("summary").click()
+    assert details.locator("pre.tool-json").text_content() == json.dumps(FORECAST, indent=2)
+    page.click("#send")
+    expect(page.locator("#send")).to_have_text("Send")

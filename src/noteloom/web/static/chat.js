@@ -231,6 +231,7 @@
   }
 
   const callArgs = new WeakMap();  // a call's line → its arguments, kept when its result comes
+  const UNTRUSTED_FENCE = /^<<UNTRUSTED_([0-9a-f]+)>>\n([\s\S]*)\n<<\/UNTRUSTED_\1>>$/;
 
   function toolLine(c) {
     const args = JSON.stringify(c.arguments || {});
@@ -575,8 +576,12 @@
     } else if (kind === "tool_result") {
       const line = li.querySelector(`.tool[data-call="${CSS.escape(data.call_id)}"]`);
       if (line) {
+        // The live event has the result as the model read it: its untrusted fence comes off here
+        // as the API's view takes it off (the settled view replaces this line anyway).
+        const fenced = UNTRUSTED_FENCE.exec(data.content || "");
         line.replaceWith(toolLine({ id: data.call_id, name: data.name, arguments: callArgs.get(line) || {},
-          status: data.is_error ? "error" : "done", result: data.content, render: data.render || null }));
+          status: data.is_error ? "error" : "done", result: fenced ? fenced[2] : data.content,
+          untrusted: Boolean(fenced), render: data.render || null }));
       }
     } else if (kind === "edit") {
       li.append(editCard(data));
