@@ -171,7 +171,7 @@
     showHeader();
     await loadConversations();
     const last = conv.messages[conv.messages.length - 1];
-    if (last && last.status === "running") startStream(last.id, last.last_seq, last.activity);
+    if (last && last.status === "running") startStream(last.id, last.last_seq, last.activity, true);
     else setRunning(false);
     scrollDown();
   }
@@ -490,14 +490,19 @@
     scrollDown();
   }
 
-  function startStream(messageId, afterSeq, activity) {
+  // `replayTools`: the message was just drawn from a running turn's view, which holds its text
+  // so far but not the tool calls made since it was stored: read the turn's events from its
+  // first and, up to `afterSeq`, draw only those calls and their results.
+  function startStream(messageId, afterSeq, activity, replayTools) {
     stopStream();
     const abort = new AbortController();
     const es = { close: () => abort.abort() };
-    const run = { id: messageId, es, lastSeq: afterSeq, started: Date.now(), activity: activity || "Starting…", tokens: 0 };
+    const from = replayTools ? 0 : afterSeq;
+    const run = { id: messageId, es, lastSeq: from, replayUntil: replayTools ? afterSeq : 0, started: Date.now(),
+      activity: activity || "Starting…", tokens: 0 };
     state.run = run;
     setRunning(true);
-    const url = `/api/v1/chat/messages/${messageId}/events?after_seq=${afterSeq}`;
+    const url = `/api/v1/chat/messages/${messageId}/events?after_seq=${from}`;
     readEvents(url, abort.signal, (kind, ev) => { if (EVENT_KINDS.includes(kind)) onEvent(run, kind, ev); })
       .catch((err) => err)
       .then((err) => {
@@ -516,7 +521,7 @@
       const m = await api("GET", `/api/v1/chat/messages/${run.id}`);
       if (m.status === "running") {
         upsertMessage(m);  // the text so far, then what follows it
-        startStream(run.id, m.last_seq, m.activity);
+        startStream(run.id, m.last_seq, m.activity, true);
       } else {
         finish(run);
       }
@@ -549,6 +554,7 @@
     const seq = Number(ev.lastEventId);
     if (state.run !== run || !(seq > run.lastSeq)) return;  // a repeat after a reconnect
     run.lastSeq = seq;
+    if (seq <= run.replayUntil && kind !== "tool_call" && kind !== "tool_result") return;  // in the view already
     const data = JSON.parse(ev.data);
     const { li, bubble } = liveBubble(run.id);
     if (kind === "text" && bubble) {
@@ -565,6 +571,7 @@
       run.activity = data.label;
       showActivity(run);
     } else if (kind === "tool_call") {
+      if (li.querySelector(`.tool[data-call="${CSS.escape(data.call_id)}"]`)) return;  // drawn from the view
       let tools = li.querySelector(".tools ul");
       if (!tools) {
         const d = toolList([]);
@@ -575,7 +582,7 @@
       li.querySelector(".tools summary").textContent = `${tools.children.length} tool call${tools.children.length > 1 ? "s" : ""}`;
     } else if (kind === "tool_result") {
       const line = li.querySelector(`.tool[data-call="${CSS.escape(data.call_id)}"]`);
-      if (line) {
+      if (line && line.classList.contains("pending")) {  // not one the view drew settled, with its render
         // The live event has the result as the model read it: its untrusted fence comes off here
         // as the API's view takes it off (the settled view replaces this line anyway).
         const fenced = UNTRUSTED_FENCE.exec(data.content || "");
@@ -602,7 +609,7 @@
       const m = await api("GET", `/api/v1/chat/messages/${run.id}`);
       upsertMessage(m);
       if (m.status === "running") {  // an earlier run's end, replayed: this one goes on
-        startStream(run.id, m.last_seq, m.activity);
+        startStream(run.id, m.last_seq, m.activity, true);
         return;
       }
       if (state.conv) {
