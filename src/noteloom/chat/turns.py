@@ -540,7 +540,7 @@ class _Sink:
             live.call_finished(event.call_id, "denied" if denied else "error" if event.is_error else "ok",
                                event.content if event.is_error else None)
             live.emit("tool_result", {"call_id": event.call_id, "name": event.name, "content": event.content,
-                                      "is_error": event.is_error})
+                                      "is_error": event.is_error, "render": event.render})
         elif isinstance(event, UsageEvent):
             live.emit("usage", {"usage": usage_to_dict(event.usage), "cost_usd": usd(event.cost),
                                 "run_usage": usage_to_dict(event.total_usage), "run_cost_usd": usd(event.total_cost)})
