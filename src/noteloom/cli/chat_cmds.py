@@ -39,7 +39,6 @@ from noteloom.errors import InvalidInput
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.policy import POLICIES, Policy
 from noteloom.providers import THINKING_LEVELS, Provider, ThinkingLevel
-from noteloom.providers.registry import NO_MODEL_HELP
 from noteloom.tools import ToolContext, ToolDef
 
 SYSTEM_PROMPT = (
@@ -180,7 +179,7 @@ def models(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None
         if as_json:
             print_json({"default": default, "providers": infos})
             return
-        typer.echo(f"default model: {default}" if default else f"default model: none ({NO_MODEL_HELP})")
+        typer.echo(f"default model: {default}" if default else f"default model: none ({registry.no_model_help()})")
         for info in infos:
             where = "local" if info.local else "remote" if info.local is not None else "?"
             head = f"{info.name:<12} {info.type:<10} {where:<6}"
