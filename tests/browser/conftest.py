@@ -8,19 +8,12 @@ test picks its scenario by picking a model, as a user would in the settings draw
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
-from page_support import TRIP, Live
+from page_support import TRIP, Live, served
 
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
@@ -53,11 +46,6 @@ def _scripts(notes: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
@@ -83,33 +71,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
     (home / "noteloom.toml").write_text('[providers]\ndefault = "stream"\n\n' + "\n".join(tables), encoding="utf-8")
 
-    port = _free_port()
-    noteloom = shutil.which("noteloom", path=str(Path(sys.executable).parent)) or "noteloom"
-    env = {k: v for k, v in os.environ.items() if k not in ("NOTELOOM_MODEL", "NOTELOOM_DATABASE_URL")}
-    log = (home / "server.log").open("wb")
-    proc = subprocess.Popen([noteloom, "serve", "--home", str(home), "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=30).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"noteloom serve did not start: {(home / 'server.log').read_text()}")
-            time.sleep(0.1)
+    with served(home) as url:
         yield Live(url, token, home, notes)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="module")

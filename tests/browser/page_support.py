@@ -1,7 +1,16 @@
-"""What the page tests share with their fixtures: the live server's handle and a note body."""
+"""What the page tests share with their fixtures: the live server's handle, a note body, and
+`noteloom serve` started on a prepared home."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,3 +34,45 @@ class Live:
 
     def page_url(self, path: str = "/chat") -> str:
         return f"{self.url}{path}?token={self.token}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def served(home: Path, *, pythonpath: Path | None = None) -> Iterator[str]:
+    """``noteloom serve`` on ``home`` (its log in ``home/server.log``) until the block ends;
+    yields its URL once the health route answers. ``pythonpath`` is put first on the
+    server's import path (a plugin installed for one test)."""
+    port = _free_port()
+    noteloom = shutil.which("noteloom", path=str(Path(sys.executable).parent)) or "noteloom"
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTELOOM_MODEL", "NOTELOOM_DATABASE_URL")}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p)
+    log = (home / "server.log").open("wb")
+    proc = subprocess.Popen([noteloom, "serve", "--home", str(home), "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    try:
+        while True:  # readiness: the health route answers
+            try:
+                if httpx.get(url + "/health", timeout=30).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"noteloom serve did not start: {(home / 'server.log').read_text()}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

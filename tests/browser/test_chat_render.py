@@ -10,21 +10,13 @@ The plugin is installed the way a package is: a module and its ``*.dist-info`` w
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import struct
-import subprocess
-import sys
-import time
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
-from page_support import Live
+from page_support import Live, served
 from playwright.sync_api import expect
 
 from noteloom.app import access_token, open_app
@@ -85,11 +77,6 @@ def png(rgb: tuple[int, int, int], size: int = 8) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
@@ -134,34 +121,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         encoding="utf-8",
     )
 
-    port = _free_port()
-    noteloom = shutil.which("noteloom", path=str(Path(sys.executable).parent)) or "noteloom"
-    env = {k: v for k, v in os.environ.items() if k not in ("NOTELOOM_MODEL", "NOTELOOM_DATABASE_URL")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
-    log = (home / "server.log").open("wb")
-    proc = subprocess.Popen([noteloom, "serve", "--home", str(home), "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:  # readiness: the health route answers
-            try:
-                if httpx.get(url + "/health", timeout=30).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"noteloom serve did not start: {(home / 'server.log').read_text()}")
-            time.sleep(0.1)
+    with served(home, pythonpath=site) as url:
         yield Live(url, token, home, {})
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def loaded(page: Any, image: Any, source: str) -> None:

@@ -5,20 +5,12 @@ thumbnail is one of the plugin's pictures, loaded from its static route."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
-from page_support import Live
+from page_support import Live, served
 from playwright.sync_api import expect
 
 from noteloom.app import access_token, open_app
@@ -34,11 +26,6 @@ pytestmark = [
 LIST = "Cornwall, 4 days\n\n## Clothes\n- 4 socks\n- rain jacket\n\n## For the dog\n- lead\n\n## Other\n- board game\n"
 ARGS = {"destination": "Lake District", "days": 5, "companions": ["my dog"]}
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -61,33 +48,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         "loop = true\n",
         encoding="utf-8",
     )
-    port = _free_port()
-    noteloom = shutil.which("noteloom", path=str(Path(sys.executable).parent)) or "noteloom"
-    env = {k: v for k, v in os.environ.items() if k not in ("NOTELOOM_MODEL", "NOTELOOM_DATABASE_URL")}
-    log = (home / "server.log").open("wb")
-    proc = subprocess.Popen([noteloom, "serve", "--home", str(home), "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:  # readiness: the health route answers
-            try:
-                if httpx.get(url + "/health", timeout=30).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"noteloom serve did not start: {(home / 'server.log').read_text()}")
-            time.sleep(0.1)
+    with served(home) as url:
         yield Live(url, token, home, {})
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def test_the_packing_list_is_drawn_with_a_picture_for_every_item(page: Any) -> None:
