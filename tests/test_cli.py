@@ -137,7 +137,7 @@ def test_noteloom_serve_prints_the_url_and_token_and_serves(tmp_path: Path) -> N
         assert notes.status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=180)  # a bound for a hung shutdown only
 
 
 @pytest.mark.slow
@@ -167,7 +167,7 @@ def test_make_serve_starts_noteloom(tmp_path: Path) -> None:
         assert (created / "noteloom.db").is_file() and created.stat().st_mode & 0o777 == 0o700
     finally:
         os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=180)  # a bound for a hung shutdown only
 
 
 def _wait_for_url(proc: subprocess.Popen[str], timeout: float = 120) -> str:
@@ -249,7 +249,7 @@ def test_serve_with_several_workers_answers_from_each_and_stops_cleanly(tmp_path
             assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/notes", headers=auth, timeout=30).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=180)  # a bound for a hung shutdown only
     # The workers are joined before the parent exits; helpers such as multiprocessing's
     # resource tracker notice the parent is gone a moment later. None may outlive that.
     _assert_all_exit(children)
@@ -280,7 +280,7 @@ def test_a_supervisor_killed_outright_takes_its_workers_along(tmp_path: Path) ->
             assert time.monotonic() < deadline, "the server did not answer"
             time.sleep(0.1)
         proc.kill()
-        proc.wait(timeout=60)
+        proc.wait(timeout=180)  # a bound for a hung shutdown only
         _assert_all_exit(workers)
     finally:
         for pid in workers:

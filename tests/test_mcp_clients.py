@@ -49,7 +49,8 @@ def live(app: App) -> Iterator[LiveServer]:
 
 
 def official_http(srv: LiveServer, mode: str) -> Client:
-    http = httpx2.AsyncClient(headers=srv.auth)
+    # A bound for a hung server only: httpx's 5 s default is exceeded on a loaded machine.
+    http = httpx2.AsyncClient(headers=srv.auth, timeout=httpx2.Timeout(120))
     return Client(streamable_http_client(srv.mcp_url, http_client=http), mode=mode)  # type: ignore[arg-type]
 
 

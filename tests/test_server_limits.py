@@ -31,7 +31,7 @@ from noteloom.config import ServerLimits, load_settings
 from noteloom.errors import ConfigError
 from noteloom.web.loglimit import RepeatFilter
 
-SAFETY = 30.0  # never reached when the server behaves; only a hung test's bound
+SAFETY = 120.0  # never reached when the server behaves; only a hung test's bound
 
 
 def _home(tmp_path: Path, **server: Any) -> Path:
