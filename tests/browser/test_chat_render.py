@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -172,10 +173,15 @@ def test_a_plugin_result_is_drawn_from_its_render_spec_and_a_plain_one_is_folded
 
 
 def test_the_result_view_survives_a_reload(page: Any, live: Live) -> None:
-    conversations = live.api("GET", "/api/v1/chat/conversations")["conversations"]
-    packing = [c for c in conversations if c["title"] == "What should I pack for Oslo?"]
-    assert packing, "the first test's conversation is missing"
-    page.click(f'#thread-list li[data-id="{packing[0]["id"]}"] button.thread')
+    # Its own conversation, sent through the JSON API and settled before the page draws it
+    # afresh from the stored view (no other test's conversation is relied on).
+    sent = live.api("POST", "/api/v1/chat/send", json={"message": "What should I pack for Oslo, again?"})
+    deadline = time.monotonic() + 120  # a bound for a hung turn only
+    while live.api("GET", f"/api/v1/chat/messages/{sent['message_id']}")["status"] != "complete":
+        assert time.monotonic() < deadline, "the turn never settled"
+        time.sleep(0.1)
+    page.reload()
+    page.click(f'#thread-list li[data-id="{sent["conversation_id"]}"] button.thread')
     answer = page.locator(".msg.assistant").last
     items = answer.locator('.tool[data-tool="pack_probe"] .render-item')
     expect(items).to_have_count(3)
