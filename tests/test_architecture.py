@@ -13,9 +13,9 @@ ROOT = Path(noteloom.__file__).parent
 LAYERS: list[tuple[str, list[str]]] = [
     ("storage", ["errors", "config", "db", "locks", "migrations", "jsonvalues"]),
     ("domain", ["workspace", "accounts", "outline", "query", "search", "postings", "interop", "embedders", "chunks", "vectors", "ivf", "semantic"]),
-    ("tools", ["tools", "tooldefs", "renderspec", "policy", "hooks", "pipeline", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders"]),
-    ("engine", ["messages", "agent", "runs", "providers", "plugins", "default_plugins.providers"]),
-    ("services", ["services", "chat", "recipes", "session_tools", "default_plugins"]),
+    ("tools", ["tools", "tooldefs", "renderspec", "policy", "hooks", "pipeline", "verdicts", "default_plugins.pipeline_jobs", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders"]),
+    ("engine", ["messages", "agent", "runs", "providers", "plugins", "outbound", "default_plugins.providers"]),
+    ("services", ["services", "chat", "recipes", "notifications", "session_tools", "default_plugins"]),
     ("root", ["app"]),
     ("surfaces", ["web", "mcp", "cli", "__main__"]),
 ]

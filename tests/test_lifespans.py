@@ -116,20 +116,6 @@ def _counted(app: App) -> dict[str, list[str]]:
     return log
 
 
-def _scheduler(app: App) -> list[str]:
-    """A stand-in for the scheduler to come: a scheduled background service."""
-    seen: list[str] = []
-
-    @asynccontextmanager
-    async def start() -> AsyncIterator[None]:
-        seen.append("start")
-        yield
-        seen.append("stop")
-
-    app.background_services.append(BackgroundService("scheduler", start, scheduled=True))
-    return seen
-
-
 def _fastapi(web: Any) -> FastAPI:
     while not isinstance(web, FastAPI):
         web = web.app
@@ -157,7 +143,7 @@ async def test_serve_runs_the_indexer_and_the_turn_runner_once_and_stops_them(
     owner = app.workspace.ensure_owner()
     web = create_web_app(app, background=True, claims_scheduled=True)  # as `noteloom serve` makes it
     async with _lifespan(web):
-        assert app.running == ("indexer", "chat")
+        assert app.running == ("indexer", "chat", "recipes", "scheduler")
         assert isinstance(app.services.chat, ChatService)
         with anyio.fail_after(60):
             # The indexer embeds the note the workspace holds ...
@@ -166,9 +152,11 @@ async def test_serve_runs_the_indexer_and_the_turn_runner_once_and_stops_them(
             sent = await app.services.chat.send(owner, "hello", controls={"model": "echo"})
             view = await settle(app.services.chat, owner, sent.message_id)
         assert view["status"] == "complete", view
-    assert log == {"indexer": ["start", "stop"], "chat": ["start", "stop"]}
+    assert log == {"indexer": ["start", "stop"], "chat": ["start", "stop"], "recipes": ["start", "stop"],
+                   "scheduler": ["start", "stop"]}
     assert app.running == ()
     assert app.services.chat is None
+    assert app.services.scheduler is None
 
 
 @pytest.mark.anyio
@@ -178,18 +166,21 @@ async def test_a_web_app_runs_no_background_service_unless_told(app: App) -> Non
         assert app.running == ()
     async with _lifespan(create_web_app(app, background=["chat"])):
         assert app.running == ("chat",)
-    assert log == {"chat": ["start", "stop"]}  # semantic search is off: no indexer
+    # Semantic search is off: no indexer.
+    assert log == {"chat": ["start", "stop"], "recipes": [], "scheduler": []}
 
 
 @pytest.mark.anyio
 async def test_scheduled_work_runs_only_in_the_process_that_claims_it(app: App) -> None:
-    seen = _scheduler(app)
+    log = _counted(app)
     async with _lifespan(create_web_app(app, background=True)):
-        assert app.running == ("chat",)
-    assert seen == []
+        assert app.running == ("chat", "recipes")
+        assert app.services.scheduler is None
+    assert log["scheduler"] == []
     async with _lifespan(create_web_app(app, background=True, claims_scheduled=True)):
-        assert app.running == ("chat", "scheduler")
-    assert seen == ["start", "stop"]
+        assert app.running == ("chat", "recipes", "scheduler")
+        assert app.services.scheduler is not None
+    assert log["scheduler"] == ["start", "stop"]
     assert Worker(0).claims_scheduled and not Worker(1).claims_scheduled
 
 
@@ -267,11 +258,11 @@ def test_each_worker_is_handed_its_settings_and_the_embedding_service_not_the_en
         patch.setattr(os, "environ", Unwritable(before))
         web = factory(Worker(1))  # this test's process has no embedding service to reach
         app = _fastapi(web).state.noteloom
-        seen = _scheduler(app)
+        log = _counted(app)
         running = anyio.run(serve_once, web, app)
     assert app.settings == settings
-    assert running == ("chat",)  # the second worker claims no scheduled work
-    assert seen == []
+    assert running == ("chat", "recipes")  # the second worker claims no scheduled work
+    assert log["scheduler"] == []
     assert worker == Worker(1, endpoint)
 
 

@@ -30,6 +30,7 @@ from noteloom.errors import AuthError
 from noteloom.pipeline import PipelineJob
 from noteloom.plugins import pipeline_jobs, plugin_manager
 from noteloom.providers import provider_registry
+from noteloom.recipes.service import RecipeService
 from noteloom.semantic.embed_service import ServiceEndpoint
 from noteloom.semantic.wiring import open_index
 from noteloom.services import BackgroundService, Services
@@ -46,7 +47,7 @@ from noteloom.workspace import User, Workspace
 log = logging.getLogger(__name__)
 
 #: The names of the app's own background services (``App.background``).
-INDEXER, CHAT = "indexer", "chat"
+INDEXER, CHAT, RECIPES, SCHEDULER = "indexer", "chat", "recipes", "scheduler"
 
 
 @dataclass(frozen=True)
@@ -245,8 +246,9 @@ def open_app(
     services = _services(engine, settings, pm, env, embed_service)
     registry, left_out = _tools(pm, services)
     app = App(settings, engine, workspace, pm, registry, services, left_out)
-    app.background_services = _background(app)
     app.pipeline_jobs = pipeline_jobs(pm)
+    app.services.recipes = RecipeService(app)
+    app.background_services = _background(app)
     return app
 
 
@@ -283,12 +285,18 @@ def _tools(pm: pluggy.PluginManager, services: Services) -> tuple[ToolRegistry, 
 
 
 def _background(app: App) -> list[BackgroundService]:
-    """The app's own background work: the semantic indexer (when it is on), the chat's turn runner."""
+    """The app's own background work: the semantic indexer (when it is on), the chat's turn
+    runner, the recipes' runner, and (in the process that claims scheduled work) the
+    recipes' scheduler."""
     out = []
     index = app.services.semantic
     if index is not None:
         out.append(BackgroundService(INDEXER, index.running))
     out.append(BackgroundService(CHAT, lambda: _chat(app)))
+    recipes = app.services.recipes
+    assert recipes is not None
+    out.append(BackgroundService(RECIPES, recipes.running))
+    out.append(BackgroundService(SCHEDULER, recipes.scheduling, scheduled=True))
     return out
 
 

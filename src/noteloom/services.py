@@ -6,7 +6,8 @@ The composition root (``noteloom.app.open_app``) builds them in dependency order
     providers                   the model providers (the chat, ``ask``, tools that call a model)
     tools                       each registered once the services it requires exist
     chat                        while the turn runner runs (``App.background``)
-    scheduler                   (to come) in the one process that claims scheduled work
+    recipes                     the recipes (saving and reading anywhere; runs where its runner runs)
+    scheduler                   the recipes' scheduler, in the one process that claims scheduled work
 
 A service that is off is ``None``. A tool names the services it needs by these names
 (``ToolDef.requires``); :meth:`Services.get` is that lookup by name, and the item syntax
@@ -30,6 +31,8 @@ from noteloom.semantic.index import SemanticIndex
 
 if TYPE_CHECKING:
     from noteloom.chat.service import ChatService
+    from noteloom.recipes.scheduler import Scheduler
+    from noteloom.recipes.service import RecipeService
 
 
 @dataclass
@@ -40,13 +43,16 @@ class Services:
     semantic: SemanticIndex | None = None
     #: The chat, while its turn runner runs in this process.
     chat: ChatService | None = None
-    #: The scheduler of recipes (to come), in the process that claims scheduled work.
-    scheduler: object | None = None
+    #: The recipes: saved, listed and stopped from any process; run where ``App.background``
+    #: runs their runner.
+    recipes: RecipeService | None = None
+    #: The recipes' scheduler, in the process that claims scheduled work.
+    scheduler: Scheduler | None = None
     #: Services plugins provide, by name (``add``).
     extra: dict[str, Any] = field(default_factory=dict)
 
     #: The names of the typed services.
-    NAMES: ClassVar[tuple[str, ...]] = ("providers", "semantic", "chat", "scheduler")
+    NAMES: ClassVar[tuple[str, ...]] = ("providers", "semantic", "chat", "recipes", "scheduler")
 
     def get(self, name: str) -> Any:
         """The service called ``name``, or ``None`` when it is off or unknown."""

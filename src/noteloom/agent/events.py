@@ -65,10 +65,19 @@ class RunOptions:
     nonce: str | None = None
     #: A plain-language description of a held call, for the confirmation card.
     describe: Callable[[ToolDef, dict[str, Any]], str] | None = None
+    #: Ceiling of input tokens over the run: a call whose estimated input would pass it is
+    #: not made (recipes' cost protection).
+    max_input_tokens: int | None = None
+    #: Ceiling of tool calls over the run: a batch that would pass it is answered "not run".
+    max_tool_calls: int | None = None
+    #: Asked before each model call; a text (why) ends the run as ``budget_exceeded`` with
+    #: ``limit == "workspace_cap"`` (the workspace's monthly cap, counted across surfaces).
+    admit: Callable[[], Awaitable[str | None]] | None = None
 
 
 #: Which budget ended a run (``DoneEvent.limit``, ``RunResult.limit``).
-Limit = Literal["max_steps", "max_output_tokens", "max_cost", "time_limit"]
+Limit = Literal["max_steps", "max_output_tokens", "max_cost", "time_limit", "max_input_tokens", "max_tool_calls",
+                "workspace_cap"]
 
 
 @dataclass(frozen=True)
@@ -247,6 +256,10 @@ class RunResult:
     pending: PendingAction | None = None
     error: ProviderError | None = None
     limit: Limit | None = None
+    #: Tool calls dispatched (run, refused or failed; not those answered "not run").
+    tool_calls: int = 0
+    #: Why ``admit`` stopped the run, when it did.
+    refused: str | None = None
 
     @property
     def text(self) -> str:

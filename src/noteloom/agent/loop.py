@@ -207,6 +207,8 @@ class _Run:
         self.cost: Decimal | None = Decimal(0)
         self.priced = Decimal(0)
         self.steps = 0
+        self.calls = 0
+        self.refused: str | None = None
         self.pending: PendingAction | None = None
 
     async def emit(self, event: RunEvent) -> None:
@@ -261,7 +263,8 @@ class _Run:
         if reason == "max_steps":
             limit = "max_steps"
         await self.emit(DoneEvent(reason, error.code if error else None, str(error) if error else None, limit))
-        return RunResult(self.new, reason, self.usage, self.cost, self.steps, self.nonce, self.pending, error, limit)
+        return RunResult(self.new, reason, self.usage, self.cost, self.steps, self.nonce, self.pending, error, limit,
+                         self.calls, self.refused)
 
     async def go(self) -> RunResult:
         held = _unanswered(self.history)
@@ -278,6 +281,15 @@ class _Run:
             if request is None:
                 self.limit = "max_cost"
                 return await self.finish("budget_exceeded")
+            if self.options.max_input_tokens is not None and \
+                    self.usage.input_tokens + estimate_input_tokens(request) > self.options.max_input_tokens:
+                self.limit = "max_input_tokens"
+                return await self.finish("budget_exceeded")
+            if self.options.admit is not None:
+                self.refused = await self.options.admit()
+                if self.refused is not None:
+                    self.limit = "workspace_cap"
+                    return await self.finish("budget_exceeded")
             await self.emit(ActivityEvent(WAITING_FOR_MODEL.format(model=self.model)))
             step = await self.call_model(request)
             self.steps += 1
@@ -296,6 +308,9 @@ class _Run:
                 return await self.finish("end_turn")
             stop: StopReason | None = None
             if self.over_budget():
+                stop = "budget_exceeded"
+            elif self.options.max_tool_calls is not None and self.calls + len(calls) > self.options.max_tool_calls:
+                self.limit = "max_tool_calls"
                 stop = "budget_exceeded"
             elif self.steps >= self.max_steps:
                 stop = "max_steps"
@@ -416,6 +431,8 @@ class _Run:
             entry = self.entries.get(call.name)
             await self.emit(ToolCallEvent(call.id, call.name, call.arguments, self.policy_of(entry, call)))
             result = await self.one_call(call, entry)
+            if result is not None:
+                self.calls += 1
             if result is None:
                 held = True
                 break
@@ -472,7 +489,7 @@ class _Run:
 
 
 _LIMIT_WORDS: dict[StopReason, str] = {
-    "budget_exceeded": "budget of tokens, cost or time",
+    "budget_exceeded": "budget of tokens, cost, time or tool calls",
     "max_steps": "limit of model calls",
 }
 

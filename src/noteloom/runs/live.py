@@ -91,8 +91,10 @@ class RunHandle:
         self._wake()
         return cid
 
-    def call_finished(self, call_id: str, outcome: CallOutcome, error: str | None = None) -> None:
-        self.unsaved_calls.append(CallEnd(call_id, outcome, error, now_ms()))
+    def call_finished(
+        self, call_id: str, outcome: CallOutcome, error: str | None = None, output: str | None = None,
+    ) -> None:
+        self.unsaved_calls.append(CallEnd(call_id, outcome, error, now_ms(), output))
         self._wake()
 
     # -- cancel ---------------------------------------------------------------------------

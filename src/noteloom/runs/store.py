@@ -24,6 +24,8 @@ CallOutcome = Literal["ok", "error", "denied", "held", "interrupted"]
 ARGUMENTS_MAX = 8000
 #: A call's error text is kept up to this many characters.
 ERROR_MAX = 2000
+#: A call's output is kept up to this many characters (the trace shows what the model read).
+OUTPUT_MAX = 32_000
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class RunCall:
     finished_time: int | None
     outcome: str | None
     error: str | None
+    output: str | None = None
 
 
 # -- runs ---------------------------------------------------------------------------------
@@ -250,6 +253,7 @@ class CallEnd:
     outcome: CallOutcome
     error: str | None
     time: int
+    output: str | None = None
 
 
 def bounded(arguments: Any) -> Any:
@@ -280,6 +284,7 @@ def record_calls(conn: Connection, run_id: str, ops: Iterable[CallStart | CallEn
                 ).values(
                     finished_time=op.time, outcome=op.outcome,
                     error=op.error[:ERROR_MAX] if op.error is not None else None,
+                    output=op.output[:OUTPUT_MAX] if op.output is not None else None,
                 )
             )
 
@@ -287,7 +292,8 @@ def record_calls(conn: Connection, run_id: str, ops: Iterable[CallStart | CallEn
 def calls_of(conn: Connection, run_id: str) -> list[RunCall]:
     rows = conn.execute(sa.select(t.calls).where(t.calls.c.run_id == run_id).order_by(t.calls.c.seq)).all()
     return [
-        RunCall(r.run_id, r.seq, r.call_id, r.tool, r.arguments, r.started_time, r.finished_time, r.outcome, r.error)
+        RunCall(r.run_id, r.seq, r.call_id, r.tool, r.arguments, r.started_time, r.finished_time, r.outcome, r.error,
+                r.output)
         for r in rows
     ]
 

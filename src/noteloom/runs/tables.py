@@ -65,4 +65,6 @@ calls = sa.Table(
     # NULL while the call runs; ok | error | denied | held | interrupted once it ended.
     sa.Column("outcome", sa.String(16)),
     sa.Column("error", sa.Text),
+    # What the call returned, as the model read it (bounded: noteloom.runs.store.OUTPUT_MAX).
+    sa.Column("output", sa.Text),
 )

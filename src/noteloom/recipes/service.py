@@ -1,0 +1,497 @@
+"""Recipes as every surface uses them: one object, owner-scoped, returning JSON-ready views.
+
+The command line, the JSON API, the web page and the chat's ``create_recipe`` tool all
+call :class:`RecipeService`; none holds recipe logic of its own. Saving a recipe checks
+it in two steps: its fields (``noteloom.recipes.model.check_spec``), then against this
+app — the model's provider exists, the pipeline job is installed and its settings pass
+its schema and rules, and the taint gate: a recipe whose tools can read text others
+wrote and can write (or whose job judges such text) needs ``allow_tainted_writes``, and
+the acknowledgment is recorded with who gave it.
+
+Running needs the run engine of this process (``running()``, a background service of
+``serve``; the command line runs one for ``recipes run``). Stopping, approving and
+everything else works from any process: they go through the database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+import sqlalchemy as sa
+
+from noteloom import db
+from noteloom.errors import InvalidInput, NotFound, Unavailable
+from noteloom.recipes import store
+from noteloom.recipes.model import Recipe, RecipeSpec, check_spec
+from noteloom.recipes.schedule import iso
+from noteloom.runs import store as run_store
+from noteloom.runs.spend import COST_KEY, TIMEZONE_KEY, TOKENS_KEY, MonthlyCap, month_state
+
+if TYPE_CHECKING:
+    from noteloom.agent import Decision
+    from noteloom.recipes.runner import Host, RecipeRunner
+    from noteloom.recipes.scheduler import Scheduler
+    from noteloom.workspace import User
+
+EXPORT_VERSION = 1
+
+
+class RecipeService:
+    """See the module docstring."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.db = host.workspace.engine
+        self.runner: RecipeRunner | None = None
+        self.scheduler: Scheduler | None = None
+
+    # -- saving -----------------------------------------------------------------------------
+
+    def check(self, spec: RecipeSpec, *, previous: Recipe | None = None) -> list[str]:
+        """Check ``spec`` against this app (``InvalidInput`` naming the field); the warnings a
+        person should still read (tools this app does not have, skipped when the recipe runs)."""
+        warnings: list[str] = []
+        if spec.model is not None:
+            name = spec.model.split(":", 1)[0]
+            providers = self.host.services.providers
+            if name not in providers.names():
+                raise InvalidInput(f"model {spec.model!r}: no provider {name!r}; this app has "
+                                   f"{', '.join(providers.names()) or 'none'} (`noteloom models`)", field="model")
+        tools = {t.name: t for t in self.host.registry.all()}
+        if spec.mode == "agent":
+            unknown = [n for n in spec.tools if n not in tools]
+            if unknown:
+                warnings.append(f"this app has no tool {', '.join(map(repr, unknown))}: it is skipped when the "
+                                "recipe runs, and the run's trace says so")
+            chosen = [tools[n] for n in spec.tools if n in tools]
+            readers = [t.name for t in chosen if t.untrusted_output]
+            writers = [t.name for t in chosen if t.effect != "read"]
+            if readers and writers and not spec.allow_tainted_writes:
+                raise InvalidInput(
+                    f"this recipe's tools read text others wrote ({', '.join(readers)}) and can write "
+                    f"({', '.join(writers)}): a page or clip could steer what it writes. Set allow_tainted_writes "
+                    "to acknowledge that, or drop the writing tools", field="allow_tainted_writes")
+        else:
+            job = self.host.pipeline_jobs.get(spec.job or "")
+            if job is None:
+                raise InvalidInput(f"no pipeline job {spec.job!r}; this app has "
+                                   f"{', '.join(sorted(self.host.pipeline_jobs)) or 'none'}", field="job")
+            from noteloom.recipes.runner import _check_config
+
+            _check_config(job, dict(spec.job_config), self.host.tool_context(None))
+            if job.untrusted_digest and not spec.allow_tainted_writes:
+                raise InvalidInput(
+                    f"job {job.name!r} judges text others wrote, and its verdicts change your workspace: set "
+                    "allow_tainted_writes to acknowledge that", field="allow_tainted_writes")
+        return warnings
+
+    def _next_fire(self, spec: RecipeSpec, now: int) -> int | None:
+        return spec.parsed_schedule.next_after(now) if spec.enabled else None
+
+    def add(self, user: User, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Save a new recipe; its view with ``warnings``."""
+        spec = check_spec(raw)
+        warnings = self.check(spec)
+        with db.write_tx(self.db) as c:
+            recipe = store.insert(c, user.id, spec, next_fire_time=self._next_fire(spec, db.now_ms()),
+                                  acknowledged_by=user.id)
+        self._woke()
+        return {**self.view(recipe), "warnings": warnings}
+
+    def edit(self, user: User, ref: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Change the fields ``changes`` names; the others stay."""
+        with db.read_tx(self.db) as c:
+            recipe = store.find(c, user.id, ref)
+        spec = check_spec(changes, base=recipe.spec)
+        warnings = self.check(spec, previous=recipe)
+        with db.write_tx(self.db) as c:
+            current = store.find(c, user.id, recipe.id)
+            nxt = current.next_fire_time
+            if spec.schedule != current.spec.schedule or spec.timezone != current.spec.timezone \
+                    or spec.enabled != current.spec.enabled or nxt is None:
+                nxt = self._next_fire(spec, db.now_ms())
+            if not spec.enabled:
+                nxt = None
+            recipe = store.update(c, current, spec, next_fire_time=nxt, acknowledged_by=user.id)
+        self._woke()
+        return {**self.view(recipe), "warnings": warnings}
+
+    def remove(self, user: User, ref: str) -> None:
+        with db.write_tx(self.db) as c:
+            recipe = store.find(c, user.id, ref)
+            store.delete(c, recipe.id)
+
+    def pause(self, user: User, ref: str) -> dict[str, Any]:
+        return self.edit(user, ref, {"enabled": False})
+
+    def resume(self, user: User, ref: str) -> dict[str, Any]:
+        """Enable a paused recipe: its failure count starts again, missed fires are not made up."""
+        return self.edit(user, ref, {"enabled": True})
+
+    def _woke(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.wake()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def listing(self, user: User) -> list[dict[str, Any]]:
+        with db.read_tx(self.db) as c:
+            recipes = store.all_of(c, user.id)
+            lasts = {r.id: next(iter(store.runs_of(c, r.id, limit=1)), None) for r in recipes}
+            month = self._month_bounds(user)
+            spends = {r.id: store.spend(c, since=month[1], until=month[2], recipe_id=r.id) for r in recipes}
+        out = []
+        for r in recipes:
+            last = lasts[r.id]
+            out.append({
+                **self.view(r, brief=True),
+                "last_run": None if last is None else {"run_id": last.run_id, "status": last.status,
+                                                       "created_time": last.created_time},
+                "spend_this_month": spends[r.id].as_json(),
+            })
+        return out
+
+    def get(self, user: User, ref: str) -> dict[str, Any]:
+        with db.read_tx(self.db) as c:
+            recipe = store.find(c, user.id, ref)
+            notes = store.notes_of(c, recipe.id)
+        return {**self.view(recipe), "notes": notes}
+
+    def view(self, recipe: Recipe, *, brief: bool = False) -> dict[str, Any]:
+        s = recipe.spec
+        out: dict[str, Any] = {
+            "id": recipe.id,
+            **s.as_json(),
+            "paused_reason": recipe.paused_reason,
+            "failures": recipe.failures,
+            "next_fire_time": recipe.next_fire_time,
+            "next_fire": None if recipe.next_fire_time is None else iso(recipe.next_fire_time, s.timezone),
+            "explain": s.parsed_schedule.explain(),
+            "tainted_ack": None if recipe.tainted_ack_time is None else {
+                "user_id": recipe.tainted_ack_user_id, "time": recipe.tainted_ack_time},
+            "created_time": recipe.created_time,
+            "updated_time": recipe.updated_time,
+        }
+        if not brief:
+            out["upcoming"] = s.parsed_schedule.as_json(db.now_ms())["next"] if s.enabled else []
+            out["scratch"] = recipe.scratch
+        return out
+
+    def preview_schedule(self, schedule: str, timezone: str) -> dict[str, Any]:
+        """The schedule in words and its next five fire times (``InvalidInput`` if it is wrong)."""
+        from noteloom.recipes.schedule import parse_schedule
+
+        return parse_schedule(schedule, timezone).as_json(db.now_ms())
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [{"name": j.name, "label": j.label, "untrusted_digest": j.untrusted_digest,
+                 "config_schema": dict(j.config_schema), "verdict_schema": dict(j.verdict_schema),
+                 "default_prompt": j.default_prompt} for _, j in sorted(self.host.pipeline_jobs.items())]
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def runs(self, user: User, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        with db.read_tx(self.db) as c:
+            recipe = store.find(c, user.id, ref)
+            return [run_view(r) for r in store.runs_of(c, recipe.id, limit=limit)]
+
+    def run(self, user: User, run_id: str) -> dict[str, Any]:
+        """One run with its full trace (tool calls, or for a pipeline run its items) and events."""
+        with db.read_tx(self.db) as c:
+            rec = self._own_run(c, user, run_id)
+            calls = run_store.calls_of(c, run_id)
+            events = run_store.read_events(c, run_id, 0, limit=5000)
+            recipe = store.get(c, rec.recipe_id)
+        out = run_view(rec)
+        out["recipe"] = {"id": rec.recipe_id, "name": recipe.name if recipe else None}
+        trace = [{
+            "seq": k.seq, "call_id": k.call_id, "tool": k.tool, "input": k.arguments, "output": k.output,
+            "started_time": k.started_time, "finished_time": k.finished_time, "outcome": k.outcome,
+            "is_error": k.outcome not in (None, "ok", "held"), "error": k.error,
+        } for k in calls]
+        if rec.mode == "pipeline":
+            out["items"] = [{"key": t["input"].get("key") if isinstance(t["input"], dict) else None,
+                             "label": t["input"].get("label") if isinstance(t["input"], dict) else None,
+                             "status": "done" if t["outcome"] == "ok" else "error" if t["finished_time"] else "judging",
+                             "verdict": _json_or_none(t["output"]), "error": t["error"]} for t in trace]
+        else:
+            out["trace"] = trace
+            out["notes"] = [e.data.get("text") for e in events if e.kind == "note"]
+        held = (rec.transcript or {}).get("held") if rec.status == "awaiting_approval" else None
+        out["held"] = held
+        out["events"] = [{"seq": e.seq, "kind": e.kind, "data": e.data, "time": e.time} for e in events]
+        return out
+
+    def _own_run(self, c: sa.Connection, user: User, run_id: str) -> store.RecipeRun:
+        rec = store.get_run(c, run_id)
+        if rec is not None:
+            recipe = store.get(c, rec.recipe_id)
+            if recipe is not None and recipe.user_id == user.id:
+                return rec
+        raise NotFound(f"no recipe run {run_id!r}; `noteloom recipes runs NAME` lists a recipe's runs")
+
+    def _runner(self) -> RecipeRunner:
+        if self.runner is None:
+            raise Unavailable("recipes run in `noteloom serve` (or `noteloom recipes run`); this process runs none")
+        return self.runner
+
+    def start(self, user: User, ref: str, *, trigger: str = "manual", sample: int | None = None) -> dict[str, Any]:
+        """Start a run now in this process's engine; the run's view (it may be ``skipped_overlap``)."""
+        runner = self._runner()
+        with db.write_tx(self.db) as c:
+            recipe = store.find(c, user.id, ref)
+            run_id, launch = runner.begin(c, recipe, trigger=trigger, dry_run=sample is not None)
+        if launch:
+            runner.launch(run_id, sample=sample)
+        with db.read_tx(self.db) as c:
+            rec = store.get_run(c, run_id)
+        assert rec is not None
+        return run_view(rec)
+
+    async def run_now(self, user: User, ref: str, *, trigger: str = "manual", sample: int | None = None,
+                      ) -> dict[str, Any]:
+        """Run now and wait for the end (the command line); the run with its trace."""
+        from anyio import to_thread
+
+        runner = self._runner()
+
+        def begin() -> tuple[str, bool]:
+            with db.write_tx(self.db) as c:
+                recipe = store.find(c, user.id, ref)
+                return runner.begin(c, recipe, trigger=trigger, dry_run=sample is not None)
+
+        run_id, launch = await to_thread.run_sync(begin)
+        if launch:
+            await runner.execute(run_id, sample=sample)
+        return await to_thread.run_sync(self.run, user, run_id)
+
+    def stop(self, user: User, run_id: str) -> dict[str, Any]:
+        from noteloom.recipes.runner import stop_run  # stopping needs no engine of ours running
+
+        with db.read_tx(self.db) as c:
+            self._own_run(c, user, run_id)
+        asked = self.runner.stop(run_id) if self.runner is not None else stop_run(self.db, run_id)
+        with db.read_tx(self.db) as c:
+            rec = store.get_run(c, run_id)
+        assert rec is not None
+        return {**run_view(rec), "stop_requested": asked}
+
+    def pending(self, user: User) -> list[dict[str, Any]]:
+        with db.read_tx(self.db) as c:
+            parked = store.parked(c, user.id)
+        return [{**run_view(r), "recipe": {"id": rc.id, "name": rc.name}, "held": (r.transcript or {}).get("held")}
+                for rc, r in parked]
+
+    def decide(self, user: User, run_id: str, decision: Decision) -> dict[str, Any]:
+        """Approve or decline a parked run's held call; the run goes on in this process."""
+        runner = self._runner()
+        with db.write_tx(self.db) as c:
+            self._own_run(c, user, run_id)
+            runner.decide(c, run_id, decision)
+            first = run_store.last_seq(c, run_id) + 1
+        runner.launch(run_id, first_seq=first)
+        with db.read_tx(self.db) as c:
+            rec = store.get_run(c, run_id)
+        assert rec is not None
+        return run_view(rec)
+
+    # -- notes, the processing log, spend -------------------------------------------------------
+
+    def add_note(self, user: User, ref: str, body: str) -> dict[str, Any]:
+        if not isinstance(body, str) or not body.strip() or len(body) > 4000:
+            raise InvalidInput("a note for a recipe is text of 1 to 4000 characters", field="body")
+        with db.write_tx(self.db) as c:
+            recipe = store.find(c, user.id, ref)
+            nid = store.add_note(c, recipe.id, body.strip(), author="user")
+            notes = store.notes_of(c, recipe.id)
+        return {"id": nid, "notes": notes}
+
+    def items(self, user: User, ref: str, *, limit: int = 200) -> list[dict[str, Any]]:
+        with db.read_tx(self.db) as c:
+            recipe = store.find(c, user.id, ref)
+            return store.items_of(c, recipe.id, limit=limit)
+
+    def forget_items(self, user: User, ref: str, keys: Sequence[str] | None = None) -> int:
+        """Delete processing-log rows so those items are judged again (all when ``keys`` is None)."""
+        with db.write_tx(self.db) as c:
+            recipe = store.find(c, user.id, ref)
+            return store.forget_items(c, recipe.id, keys)
+
+    def _month_bounds(self, user: User) -> tuple[str, int, int]:
+        from noteloom.runs.spend import month_bounds
+
+        return month_bounds(db.now_ms(), self._cap().timezone)
+
+    def _cap(self) -> MonthlyCap:
+        return MonthlyCap.from_settings(self.host.workspace.settings_with_prefix("limits.", "workspace."))
+
+    def spend(self, user: User, ref: str | None = None, *, days: int = 14) -> dict[str, Any]:
+        """Spend per day (the last ``days``) and this month: one recipe's, or the workspace's."""
+        cap = self._cap()
+        tz = ZoneInfo(cap.timezone)
+        today = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0)
+        bounds = []
+        for back in range(days - 1, -1, -1):
+            start = today - timedelta(days=back)
+            bounds.append((start.date().isoformat(), int(start.timestamp() * 1000),
+                           int((start + timedelta(days=1)).timestamp() * 1000)))
+        label, m0, m1 = self._month_bounds(user)
+        with db.read_tx(self.db) as c:
+            if ref is not None:
+                recipe = store.find(c, user.id, ref)
+                per_day = store.spend_by_day(c, recipe.id, bounds)
+                month = store.spend(c, since=m0, until=m1, recipe_id=recipe.id).as_json()
+                return {"recipe": {"id": recipe.id, "name": recipe.name}, "days": per_day,
+                        "month": {"month": label, **month}}
+            state = month_state(c, cap, db.now_ms())
+            by_kind = {k: store.spend(c, since=m0, until=m1, kinds=[k]).as_json() for k in ("chat_turn", "recipe")}
+            per_day = [{"day": d, **store.spend(c, since=a, until=b).as_json()} for d, a, b in bounds]
+        return {"days": per_day, "month": {**state.as_json(), "by_kind": by_kind}}
+
+    def cap(self) -> dict[str, Any]:
+        with db.read_tx(self.db) as c:
+            return month_state(c, self._cap(), db.now_ms()).as_json()
+
+    def set_cap(self, *, tokens: int | str | None = "keep", cost: str | None = "keep",
+                timezone: str | None = "keep") -> dict[str, Any]:
+        """Set the workspace's monthly cap (``None`` takes a ceiling off; ``"keep"`` leaves it)."""
+        from decimal import Decimal, InvalidOperation
+
+        from noteloom.recipes.schedule import check_timezone
+
+        ws = self.host.workspace
+        if tokens != "keep":
+            if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+                raise InvalidInput(f"the monthly token cap must be a whole number above 0, not {tokens!r}",
+                                   field="tokens")
+            ws.set_setting(TOKENS_KEY, tokens)
+        if cost != "keep":
+            if cost is not None:
+                try:
+                    money = Decimal(str(cost))
+                except InvalidOperation:
+                    money = Decimal("NaN")
+                if not money.is_finite() or money < 0:
+                    raise InvalidInput(f"the monthly cost cap must be an amount in USD of 0 or more, not {cost!r}",
+                                       field="cost")
+                cost = str(money)
+            ws.set_setting(COST_KEY, cost)
+        if timezone != "keep":
+            ws.set_setting(TIMEZONE_KEY, None if timezone is None else check_timezone(timezone))
+        return self.cap()
+
+    # -- export and import ------------------------------------------------------------------
+
+    def export(self, user: User, refs: Sequence[str] | None = None) -> str:
+        """Recipes as YAML (all of the user's when ``refs`` is empty)."""
+        import yaml
+
+        with db.read_tx(self.db) as c:
+            recipes = [store.find(c, user.id, r) for r in refs] if refs else store.all_of(c, user.id)
+        doc = {"noteloom_recipes": EXPORT_VERSION, "recipes": [r.spec.as_json() for r in recipes]}
+        return str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+
+    def import_(self, user: User, text: str) -> list[dict[str, Any]]:
+        """Recipes from YAML; each starts paused (``enabled: false``), whatever the file says.
+        All or nothing: one bad recipe names itself and nothing is saved."""
+        import yaml
+
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InvalidInput(f"the file is not YAML: {exc}", field="file") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("recipes"), list):
+            raise InvalidInput("the file must hold `recipes:` (a list), as `noteloom recipes export` writes it",
+                               field="file")
+        specs: list[RecipeSpec] = []
+        warnings: list[list[str]] = []
+        for i, raw in enumerate(doc["recipes"]):
+            if not isinstance(raw, dict):
+                raise InvalidInput(f"recipe {i + 1} in the file is not an object", field=f"recipes[{i}]")
+            try:
+                spec = dataclasses.replace(check_spec({**raw, "enabled": False}), enabled=False)
+                warnings.append(self.check(spec))
+            except InvalidInput as exc:
+                name = raw.get("name", f"#{i + 1}")
+                raise InvalidInput(f"recipe {name!r}: {exc}", field=f"recipes[{i}].{exc.field or ''}".rstrip(".")) \
+                    from None
+            specs.append(spec)
+        out = []
+        with db.write_tx(self.db) as c:
+            for spec, warn in zip(specs, warnings, strict=True):
+                recipe = store.insert(c, user.id, spec, next_fire_time=None, acknowledged_by=user.id)
+                out.append({**self.view(recipe, brief=True), "warnings": warn})
+        return out
+
+    # -- running in this process -------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self, *, engine: Any = None) -> AsyncIterator[RecipeRunner]:
+        """Run recipe runs in this process (the run engine, its reaper) for the block."""
+        from noteloom.recipes.runner import RecipeRunner
+        from noteloom.runs import RunEngine
+
+        run_engine = engine or RunEngine(self.db)
+        runner = RecipeRunner(self.host, run_engine, after_commit=self._deliver)
+        if engine is None:
+            async with run_engine.running():
+                self.runner = runner
+                try:
+                    yield runner
+                finally:
+                    self.runner = None
+        else:
+            self.runner = runner
+            try:
+                yield runner
+            finally:
+                self.runner = None
+
+    @asynccontextmanager
+    async def scheduling(self) -> AsyncIterator[Scheduler]:
+        """Fire due recipes for the block (in the one process of a server that claims scheduled work)."""
+        from noteloom.recipes.scheduler import Scheduler
+
+        scheduler = Scheduler(self._runner())
+        async with scheduler.running():
+            self.scheduler = scheduler
+            self.host.services.scheduler = scheduler
+            try:
+                yield scheduler
+            finally:
+                self.scheduler = None
+                self.host.services.scheduler = None
+
+    async def _deliver(self, ids: list[str]) -> None:
+        deliver = getattr(self.host.services, "deliver_notifications", None)
+        if deliver is not None:
+            await deliver(ids)
+
+
+def run_view(r: store.RecipeRun) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id, "recipe_id": r.recipe_id, "trigger": r.trigger, "status": r.status,
+        "scheduled_time": r.scheduled_time, "mode": r.mode, "model": r.model, "controls": r.controls,
+        "budgets": r.budgets, "output": r.output, "error": r.error,
+        "error_code": r.error_code, "error_message": r.error_message,
+        "items_done": r.items_done, "items_failed": r.items_failed, "tool_calls": r.tool_calls,
+        "dry_run": r.dry_run, "created_time": r.created_time, "finished_time": r.finished_time,
+        "usage": {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens},
+        "cost_usd": None if r.cost_usd is None else str(r.cost_usd),
+    }
+
+
+def _json_or_none(text: str | None) -> Any:
+    import json
+
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
