@@ -13,6 +13,8 @@ Every error that noteloom raises on purpose derives from ``NoteloomError``::
     │   ├── Conflict         the operation clashes with the state: change the state first
     │   │   └── Busy         other work holds the thing right now: the same request may pass later
     │   └── InvalidInput     a value is malformed (a date, an id, a title); ``field`` names it
+    │       └── OutboundRefused  a URL noteloom will not request (scheme, a private address, a cap);
+    │                            ``address`` is the refused address, when one was
     ├── QueryError           a search query could not be parsed
     ├── EmbeddingError       an embedder failed (model missing, bad answer)
     ├── SectionError         a section address resolves to nothing or to several headings
@@ -114,6 +116,19 @@ class InvalidInput(WorkspaceError):
         if self.field is None or text.startswith(self.field):
             return text
         return f"{self.field}: {text}"
+
+
+class OutboundRefused(InvalidInput):
+    """An outbound request (a webhook, a fetched page) was refused before or while it was
+    sent: not http(s), credentials in the URL, a non-public address the operator did not
+    allow (``address``), a body over a cap, too many redirects (``noteloom.outbound``)."""
+
+    def __init__(self, message: str, *, field: str | None = "url", address: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.address = address
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuilt, (type(self), str(self), {"field": self.field, "address": self.address})
 
 
 class QueryError(NoteloomError):

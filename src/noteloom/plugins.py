@@ -22,18 +22,21 @@ signature and a complete worked example; a test fails when the two drift apart.
 What this module re-exports is the stable surface: tools (``ToolDef``, ``ToolContext``,
 ``ToolError``, ``ToolResult``), renderers (the ``noteloom.renderspec`` blocks), provider
 types (``ProviderType``, ``ProviderSetting``, with ``Provider`` and ``ProviderConfig``),
-embedders (``Embedder``, ``EmbedderFactory``) and pipeline jobs (``PipelineJob`` and its
-parts). It sits in the engine layer, the lowest that can name provider types; the command
-line's and the web's types are named for the type checker only, never imported here.
+embedders (``Embedder``, ``EmbedderFactory``), pipeline jobs (``PipelineJob`` and its
+parts) and notification channels (``NotificationChannel``, ``Notification``). It sits in
+the engine layer, the lowest that can name provider types; the command line's and the
+web's types are named for the type checker only, never imported here.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import pluggy
 
@@ -76,6 +79,9 @@ __all__ = [
     "ItemList",
     "KeyValues",
     "Markdown",
+    "Notification",
+    "NotificationChannel",
+    "NotificationKind",
     "PipelineItem",
     "PipelineJob",
     "PipelineRun",
@@ -93,11 +99,49 @@ __all__ = [
     "attachment",
     "hookimpl",
     "hookspec",
+    "notification_channels",
     "pipeline_jobs",
     "plugin_manager",
 ]
 
 log = logging.getLogger("noteloom.plugins")
+
+#: What a notification is about: a run failed, waits for approval, hit its budget, succeeded,
+#: flagged items (pipeline mode), or its recipe was paused after repeated failures.
+NotificationKind = Literal["failure", "approval", "budget", "success", "flagged", "paused"]
+
+
+# The notification's shape lives here, not in ``noteloom.notifications`` (services), because
+# the hook below must name it and this module sits in the engine layer.
+@dataclass(frozen=True)
+class Notification:
+    """A notification as stored (``noteloom.notifications``) and as channels receive it."""
+
+    id: str
+    user_id: str
+    kind: NotificationKind
+    title: str
+    body: str
+    recipe_id: str | None
+    run_id: str | None
+    #: UTC milliseconds.
+    created_time: int
+    read_time: int | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON object webhooks receive."""
+        return {"id": self.id, "kind": self.kind, "title": self.title, "body": self.body,
+                "recipe_id": self.recipe_id, "run_id": self.run_id, "created_time": self.created_time}
+
+
+@runtime_checkable
+class NotificationChannel(Protocol):
+    """Somewhere notifications go besides the app and webhooks (a chat service, a desktop
+    notifier, e-mail): ``send`` is awaited once per notification, after it is stored."""
+
+    name: str
+
+    async def send(self, notification: Notification) -> None: ...
 
 
 class Hooks:
@@ -125,6 +169,14 @@ class Hooks:
     def register_pipeline_jobs(self, register: Callable[[PipelineJob], None]) -> None:
         """Add pipeline jobs for recipes in pipeline mode: ``register(job)`` for each
         (``noteloom.pipeline`` states the contract)."""
+
+    @hookspec
+    def register_notification_channels(self, register: Callable[[NotificationChannel], None]) -> None:
+        """Add notification channels: ``register(channel)`` for each, an object with a ``name``
+        and ``async def send(notification)``. Every notification a user gets (a recipe's
+        failure, an approval it waits for, …) is sent to every channel once it is stored,
+        besides the user's webhooks. ``send`` runs in the delivering task: return when done,
+        raise when it failed (the failure is logged; other channels and webhooks go on)."""
 
     @hookspec
     def register_cli_commands(self, cli: typer.Typer) -> None:
@@ -209,3 +261,21 @@ def pipeline_jobs(pm: pluggy.PluginManager) -> dict[str, PipelineJob]:
 
     pm.hook.register_pipeline_jobs(register=register)
     return jobs
+
+
+def notification_channels(pm: pluggy.PluginManager) -> list[NotificationChannel]:
+    """The notification channels plugins register, in hook order. A second channel of one
+    name is left out, and the app says so; an object that is no channel is refused."""
+    channels: dict[str, NotificationChannel] = {}
+
+    def register(channel: NotificationChannel) -> None:
+        name = getattr(channel, "name", None)
+        if not isinstance(name, str) or not name or not inspect.iscoroutinefunction(getattr(channel, "send", None)):
+            raise TypeError(f"{channel!r} is no notification channel: it needs a name and an async send(notification)")
+        if name in channels:
+            log.warning("notification channel %r is registered twice; the plugin loaded later replaces the other", name)
+            return
+        channels[name] = channel
+
+    pm.hook.register_notification_channels(register=register)
+    return list(channels.values())
