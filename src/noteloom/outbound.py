@@ -212,6 +212,28 @@ class OutboundPolicy:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_rules", tuple(_parse_rule(e) for e in sorted(self.allow)))
 
+    @classmethod
+    def from_settings(cls, file: Mapping[str, Any]) -> OutboundPolicy:
+        """The ``[outbound]`` table of noteloom.toml (``ConfigError`` naming a bad value)::
+
+            [outbound]
+            allow = ["127.0.0.1:8080", "hooks.lan"]   # non-public destinations you trust
+            timeout = 15                               # seconds per exchange
+        """
+        table = file.get("outbound", {})
+        if not isinstance(table, Mapping):
+            raise ConfigError("[outbound] in noteloom.toml must be a table")
+        unknown = sorted(set(table) - {"allow", "timeout"})
+        if unknown:
+            raise ConfigError(f"[outbound] has no setting {unknown[0]!r}; known settings: allow, timeout")
+        allow = table.get("allow", [])
+        if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
+            raise ConfigError("[outbound] allow must be a list of addresses, networks or host names")
+        timeout = table.get("timeout", 15.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
+            raise ConfigError(f"[outbound] timeout must be a number of seconds from 0 to 600, not {timeout!r}")
+        return cls(frozenset(allow), float(timeout))
+
     def admits(self, host: str, port: int, address: str) -> str | None:
         """Why ``host:port`` at ``address`` is refused, or ``None`` when it may be reached."""
         ip = ipaddress.ip_address(address.split("%", 1)[0])

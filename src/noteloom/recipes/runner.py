@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 import anyio
+import pluggy
 import sqlalchemy as sa
 from anyio import to_thread
 from sqlalchemy.engine import Connection, Engine
@@ -61,6 +62,7 @@ from noteloom.agent import (
 )
 from noteloom.config import Settings
 from noteloom.errors import InvalidInput, NoteloomError, NotFound
+from noteloom.notifications import Notifications
 from noteloom.messages import (
     Message,
     TextDelta,
@@ -112,6 +114,7 @@ class Host(Protocol):
     """The parts of the app recipes use (``noteloom.app.App`` is one)."""
 
     settings: Settings
+    plugins: pluggy.PluginManager
     workspace: Workspace
     registry: ToolRegistry
     services: Services
@@ -120,7 +123,7 @@ class Host(Protocol):
     def tool_context(self, user: User | None = None, **extra: Any) -> ToolContext: ...
 
 
-#: Writes a notification in the caller's transaction (``noteloom.notifications``); its id.
+#: Writes a notification in the caller's transaction (``Notifications.notify``); its id.
 Notify = Callable[[Connection, str, str, str, str, str | None, str | None], str]
 #: Seconds to wait before retrying a transient failure (attempt number, rate limited?).
 RetryDelay = Callable[[int, bool], float]
@@ -171,7 +174,7 @@ class RecipeRunner:
         self.host = host
         self.engine = engine
         self.db = engine.db
-        self.notify = notify or _notify_table
+        self.notify = notify or Notifications(engine.db).notify
         self.retry_delay = retry_delay
         #: Called with the ids of the notifications a run's end wrote, once committed (delivery).
         self.after_commit = after_commit
@@ -276,7 +279,7 @@ class RecipeRunner:
                 handle.emit("note", {"text": f"tool {name!r} is not offered: {_skip_reason(self.host, name)}"})
             problem = await to_thread.run_sync(self._gate, prep)
             if problem is not None:
-                out = _Outcome("failed", error_code=problem[0], error_message=problem[1])
+                out = _Outcome(problem[0], error_code=problem[1], error_message=problem[2])
             elif prep.recipe.spec.mode == "agent":
                 out = await self._agent(prep, handle, token)
             else:
@@ -318,7 +321,7 @@ class RecipeRunner:
             prep.decision = decision if decision in ("approve", "decline") else None
         return prep
 
-    def _gate(self, prep: _Prep) -> tuple[str, str] | None:
+    def _gate(self, prep: _Prep) -> tuple[RecipeStatus, str, str] | None:
         """Why the run may not start (the taint gate, the monthly cap), or ``None``."""
         spec = prep.recipe.spec
         if spec.mode == "agent":
@@ -328,18 +331,18 @@ class RecipeRunner:
         else:
             job = self.host.pipeline_jobs.get(spec.job or "")
             if job is None:
-                return "unknown_job", (f"pipeline job {spec.job!r} is not installed; `noteloom recipes jobs` lists "
+                return "failed", "unknown_job", (f"pipeline job {spec.job!r} is not installed; `noteloom recipes jobs` lists "
                                        "the jobs this app has")
             tainted = job.untrusted_digest
             readers, writers = [f"job {job.name}"], ["its record_verdict"]
         if tainted and not spec.allow_tainted_writes:
-            return "taint_gate", (f"this recipe reads text others wrote ({', '.join(readers)}) and can write "
+            return "failed", "taint_gate", (f"this recipe reads text others wrote ({', '.join(readers)}) and can write "
                                   f"({', '.join(writers)}); its owner must acknowledge that with "
                                   "allow_tainted_writes before it runs")
         with db.read_tx(self.db) as c:
             reached = month_state(c, prep.cap, db.now_ms()).reached if prep.cap.on else None
         if reached is not None:
-            return "workspace_cap", reached
+            return "budget_exceeded", "workspace_cap", reached
         return None
 
     def _admit(self, prep: _Prep) -> Callable[[], Awaitable[str | None]] | None:
@@ -664,7 +667,7 @@ class RecipeRunner:
             tell(kind, f"Recipe {name!r} {out.status.replace('_', ' ')}", detail)
             if failures >= recipe.spec.pause_after and recipe.spec.enabled:
                 reason = f"paused after {failures} failed runs in a row; the last: {detail}"
-                store.set_state(c, recipe.id, enabled=False, paused_reason=reason)
+                store.set_state(c, recipe.id, enabled=False, paused_reason=reason, next_fire_time=None)
                 tell("paused", f"Recipe {name!r} paused itself", reason + ". Fix it, then resume it.")
         elif out.status == "succeeded":
             if recipe.failures:
@@ -796,10 +799,3 @@ def _skip_reason(host: Host, name: str) -> str:
     if name not in {t.name for t in host.registry.all()}:
         return "this app has no such tool"
     return f"it is not enabled in this workspace (`noteloom tools enable {name}`)"
-
-
-def _notify_table(c: Connection, user_id: str, kind: str, title: str, body: str, recipe_id: str | None,
-                  run_id: str | None) -> str:
-    from noteloom.notifications import notify
-
-    return notify(c, user_id, kind, title, body, recipe_id=recipe_id, run_id=run_id)

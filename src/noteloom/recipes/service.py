@@ -126,6 +126,21 @@ class RecipeService:
             recipe = store.find(c, user.id, ref)
             store.delete(c, recipe.id)
 
+    def patch(self, user: User, ref: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """As :meth:`edit`, but ``controls``, ``budgets`` and ``notify`` given in part change only
+        the keys they name (a merge patch), as the command line's options and the API's PATCH mean."""
+        if not isinstance(changes, Mapping):
+            raise InvalidInput("changes must be an object of a recipe's fields", field="body")
+        parts = [k for k in _NESTED if isinstance(changes.get(k), Mapping)]
+        if not parts:
+            return self.edit(user, ref, changes)
+        with db.read_tx(self.db) as c:
+            current = store.find(c, user.id, ref).spec.as_json()
+        merged = dict(changes)
+        for k in parts:
+            merged[k] = {**current[k], **changes[k]}
+        return self.edit(user, ref, merged)
+
     def pause(self, user: User, ref: str) -> dict[str, Any]:
         return self.edit(user, ref, {"enabled": False})
 
@@ -300,6 +315,71 @@ class RecipeService:
         assert rec is not None
         return run_view(rec)
 
+    # -- following a run (the command line waits on one; the API streams its events) ----------
+
+    def events(self, user: User, run_id: str, after_seq: int = 0, *, limit: int = 1000) -> list[dict[str, Any]]:
+        """The run's stored events after ``after_seq`` (at most ``limit``)."""
+        with db.read_tx(self.db) as c:
+            self._own_run(c, user, run_id)
+            return [_event_view(e) for e in run_store.read_events(c, run_id, after_seq, limit=limit)]
+
+    def _owned(self, user: User, run_id: str) -> None:
+        with db.read_tx(self.db) as c:
+            self._own_run(c, user, run_id)
+
+    def _status(self, run_id: str) -> str:
+        with db.read_tx(self.db) as c:
+            rec = store.get_run(c, run_id)
+        return "cancelled" if rec is None else rec.status
+
+    async def follow(self, user: User, run_id: str, after_seq: int = 0, *, poll: float = 0.5,
+                     ) -> AsyncIterator[dict[str, Any]]:
+        """The run's events after ``after_seq`` as they come, live when it runs in this
+        process; ends once the run stops running (settled, or parked for approval)."""
+        from anyio import sleep, to_thread
+
+        last = after_seq
+        await to_thread.run_sync(self._owned, user, run_id)  # NotFound before the first event
+        while True:
+            live = self.runner.engine.live.get(run_id) if self.runner is not None else None
+            if live is not None and last >= live.first_seq - 1:
+                batch = live.after(last)
+                for e in batch:
+                    yield _event_view(e)
+                    last = e.seq
+                if not batch and not live.closed:
+                    await live.wait(15.0)
+                if batch or not live.closed:
+                    continue
+            rows = await to_thread.run_sync(self.events, user, run_id, last)
+            for row in rows:
+                yield row
+                last = row["seq"]
+            if rows:
+                continue
+            if await to_thread.run_sync(self._status, run_id) not in _MOVING:
+                rows = await to_thread.run_sync(self.events, user, run_id, last)  # committed between the reads
+                if not rows:
+                    return
+                for row in rows:
+                    yield row
+                    last = row["seq"]
+                continue
+            await sleep(poll)  # a run of another process: its events reach us through the database
+
+    async def settled(self, user: User, run_id: str, *, poll: float = 0.5) -> dict[str, Any]:
+        """Wait until the run stops running (settled, or parked for approval); the run with its trace."""
+        from anyio import sleep, to_thread
+
+        while True:
+            live = self.runner.engine.live.get(run_id) if self.runner is not None else None
+            if live is not None and not live.closed:
+                await live.wait(15.0)
+                continue
+            if await to_thread.run_sync(self._status, run_id) not in _MOVING:
+                return await to_thread.run_sync(self.run, user, run_id)
+            await sleep(poll)
+
     # -- notes, the processing log, spend -------------------------------------------------------
 
     def add_note(self, user: User, ref: str, body: str) -> dict[str, Any]:
@@ -431,13 +511,25 @@ class RecipeService:
     # -- running in this process -------------------------------------------------------------
 
     @asynccontextmanager
-    async def running(self, *, engine: Any = None) -> AsyncIterator[RecipeRunner]:
-        """Run recipe runs in this process (the run engine, its reaper) for the block."""
+    async def running(self, *, engine: Any = None, **options: Any) -> AsyncIterator[RecipeRunner]:
+        """Run recipe runs in this process (the run engine, its reaper) for the block;
+        ``options`` go to the runner (``retry_delay`` …)."""
+        from noteloom.notifications import Deliverer, Notifications
+        from noteloom.outbound import OutboundPolicy
+        from noteloom.plugins import notification_channels
         from noteloom.recipes.runner import RecipeRunner
         from noteloom.runs import RunEngine
 
+        notes = Notifications(self.db, OutboundPolicy.from_settings(self.host.settings.file))
+        deliverer = Deliverer(notes, channels=notification_channels(self.host.plugins))
+
+        async def deliver(ids: list[str]) -> None:
+            for nid in ids:
+                await deliverer.deliver(nid)
+
         run_engine = engine or RunEngine(self.db)
-        runner = RecipeRunner(self.host, run_engine, after_commit=self._deliver)
+        options.setdefault("notify", notes.notify)
+        runner = RecipeRunner(self.host, run_engine, after_commit=deliver, **options)
         if engine is None:
             async with run_engine.running():
                 self.runner = runner
@@ -467,10 +559,15 @@ class RecipeService:
                 self.scheduler = None
                 self.host.services.scheduler = None
 
-    async def _deliver(self, ids: list[str]) -> None:
-        deliver = getattr(self.host.services, "deliver_notifications", None)
-        if deliver is not None:
-            await deliver(ids)
+
+#: The parts of a spec that are objects of their own (a patch merges them).
+_NESTED = ("controls", "budgets", "notify")
+#: Run statuses that still move on their own (a parked run waits for a person).
+_MOVING = frozenset({"running", "queued"})
+
+
+def _event_view(e: run_store.RunEvent) -> dict[str, Any]:
+    return {"seq": e.seq, "kind": e.kind, "data": e.data, "time": e.time}
 
 
 def run_view(r: store.RecipeRun) -> dict[str, Any]:
