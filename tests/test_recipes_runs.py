@@ -9,7 +9,6 @@ from typing import Any
 
 import anyio
 import pytest
-from recipe_support import running, scripted, service, settled, until_event
 
 from noteloom import db
 from noteloom.app import App
@@ -17,6 +16,7 @@ from noteloom.errors import InvalidInput
 from noteloom.recipes import store
 from noteloom.recipes import tables as t
 from noteloom.runs import tables as rt
+from recipe_support import running, scripted, service, settled, until_event
 
 pytestmark = pytest.mark.anyio
 

@@ -62,7 +62,6 @@ from noteloom.agent import (
 )
 from noteloom.config import Settings
 from noteloom.errors import InvalidInput, NoteloomError, NotFound
-from noteloom.notifications import Notifications
 from noteloom.messages import (
     Message,
     TextDelta,
@@ -72,6 +71,7 @@ from noteloom.messages import (
     messages_to_list,
     usage_to_dict,
 )
+from noteloom.notifications import Notifications
 from noteloom.pipeline import PipelineItem, PipelineJob, PipelineRun
 from noteloom.providers.base import Provider
 from noteloom.providers.errors import ProviderError
