@@ -44,6 +44,7 @@ COMMAND_MODULES = [
     "noteloom.cli.index_cmds",
     "noteloom.cli.interop_cmds",
     "noteloom.cli.chat_cmds",
+    "noteloom.cli.recipe_cmds",
     "noteloom.cli.plugin_cmds",  # installed plugins' commands, after ours (none can replace one)
 ]
 
