@@ -201,6 +201,7 @@ DEFAULT_PLUGINS: list[str] = [
     "noteloom.default_plugins.providers",
     "noteloom.default_plugins.embedders",
     "noteloom.default_plugins.semantic_tools",
+    "noteloom.default_plugins.pipeline_jobs",
 ]
 
 

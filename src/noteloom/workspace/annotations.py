@@ -135,8 +135,8 @@ def job_outputs_of(conn: Connection, job: str, source_id: str) -> dict[str, str]
         sa.select(job_outputs.c.slot, job_outputs.c.note_id).where(
             job_outputs.c.job == job, job_outputs.c.source_id == source_id
         )
-    ).tuples()
-    return dict(rows)
+    )
+    return {r.slot: r.note_id for r in rows}
 
 
 def set_job_output(

@@ -21,6 +21,7 @@ from noteloom.default_plugins.workspace_tools.schemas import (
 from noteloom.default_plugins.workspace_tools.scope import Books, notebook_titles, visible_note
 from noteloom.outline import outline_text, resolve_section, section_text
 from noteloom.tools import ToolContext, ToolDef, ToolError, ToolResult
+from noteloom.workspace.annotations import Annotations, annotations_of
 
 #: Characters of body (or outline) one read returns unless the caller asks otherwise.
 READ_BUDGET = 8000
@@ -159,6 +160,7 @@ def _read_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
     with ws.read() as c:
         note = visible_note(ctx, c, args["id"])
         title = notebook_titles(ctx, c, [note.notebook_id]).get(note.notebook_id, "")
+        found = annotations_of(c, note.id)
     payload = note_meta(note, title)
     section = None
     if args.get("outline"):
@@ -180,7 +182,24 @@ def _read_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
     )
     if end < len(text):
         payload["message"] = _more_message(what, offset, end, len(text), section is not None)
+    payload.update(_annotation_fields(found))
     return untrusted_if(payload, [note])
+
+
+def _annotation_fields(found: Annotations | None) -> dict[str, Any]:
+    """What pipeline jobs wrote about a note, as fields of read_note's answer: only those
+    there are, after every other field, so a note without any reads exactly as before."""
+    out: dict[str, Any] = {}
+    if found is None:
+        return out
+    if found.summary is not None:
+        s = found.summary
+        out["summary"] = {"text": s.text, "model": s.model, "time": iso(s.time)}
+    if found.scan is not None:
+        k = found.scan
+        out["clip_scan"] = {"score": k.score, "verdict": k.verdict, "red_flags": list(k.red_flags),
+                            "model": k.model, "time": iso(k.time)}
+    return out
 
 
 def _more_message(what: str, offset: int, end: int, length: int, in_section: bool) -> str:
@@ -193,6 +212,24 @@ def _more_message(what: str, offset: int, end: int, length: int, in_section: boo
         "outline=true (it lists the sections with their sizes), then section=\"<path>\" to read one; "
         "max_chars=0 returns everything."
     )
+
+
+#: A note's summary and clip scan, written by pipeline jobs (recipes); present only when written.
+ANNOTATION_PROPS: dict[str, Any] = {
+    "summary": output_schema_of(
+        {"text": {"type": "string"}, "model": {"type": "string"}, "time": TIME_SCHEMA}, ["text", "model", "time"]
+    ),
+    "clip_scan": output_schema_of(
+        {
+            "score": {"type": "integer", "minimum": 0, "maximum": 10},
+            "verdict": {"enum": ["safe", "suspicious", "dangerous"]},
+            "red_flags": {"type": "array", "items": {"type": "string"}},
+            "model": {"type": "string"},
+            "time": TIME_SCHEMA,
+        },
+        ["score", "verdict", "red_flags", "model", "time"],
+    ),
+}
 
 
 READ_NOTE = ToolDef(
@@ -222,6 +259,7 @@ READ_NOTE = ToolDef(
             **NOTE_META_PROPS,
             **PAGE_PROPS,
             "section": output_schema_of({"path": {"type": "string"}, "heading": {"type": "string"}}, ["path", "heading"]),
+            **ANNOTATION_PROPS,
         },
         [*NOTE_META_REQUIRED, "body", "body_length", "body_offset", "body_returned_chars", "has_more", "is_outline"],
     ),
