@@ -100,9 +100,9 @@ class Scheduler:
             if not store.claim_fire(c, recipe.id, fire, nxt):
                 return []
             latest = schedule.between(fire - 1, now, 1)
-            run_id, launch = self.runner.begin(c, recipe, trigger="catch_up",
-                                               scheduled_time=latest[-1] if latest else fire)
-            return [Fired(recipe.id, run_id, "catch_up", fire, launch)]
+            when = latest[-1] if latest else fire
+            run_id, launch = self.runner.begin(c, recipe, trigger="catch_up", scheduled_time=when)
+            return [Fired(recipe.id, run_id, "catch_up", when, launch)]
         # catch_up: the latest CATCH_UP_MAX missed fires, one per tick, never two at once.
         if store.in_progress(c, recipe.id) is not None:
             return []
