@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -32,7 +32,7 @@ from noteloom.cli.common import (
     print_json,
 )
 from noteloom.cli.dates import show_date
-from noteloom.errors import InvalidInput, NotFound
+from noteloom.errors import InvalidInput, NoteloomError, NotFound
 from noteloom.recipes.service import RecipeService
 from noteloom.workspace import User
 
@@ -563,9 +563,21 @@ def note(ref: str = typer.Argument(..., metavar="REF", help="The recipe's name o
 # -- running -----------------------------------------------------------------------------------
 
 
-async def _run_here(app: App, service: RecipeService, owner: User, ref: str, sample: int | None) -> dict[str, Any]:
+async def _with_runner(app: App, work: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """``work`` with the recipes' run engine running in this process. A domain error is raised
+    once the engine has stopped, as itself (inside, its task group would wrap it in a group)."""
+    failure: NoteloomError | None = None
     async with app.background(RECIPES):
-        return await service.run_now(owner, ref, sample=sample)
+        try:
+            return await work()
+        except NoteloomError as exc:
+            failure = exc
+    assert failure is not None
+    raise failure
+
+
+async def _run_here(app: App, service: RecipeService, owner: User, ref: str, sample: int | None) -> dict[str, Any]:
+    return await _with_runner(app, lambda: service.run_now(owner, ref, sample=sample))
 
 
 @recipes_app.command("run")
@@ -619,10 +631,12 @@ def pending(as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -> Non
 
 async def _decide_here(app: App, service: RecipeService, owner: User, run_id: str,
                        decision: Literal["approve", "decline"]) -> dict[str, Any]:
-    async with app.background(RECIPES):
+    async def work() -> dict[str, Any]:
         service.decide(owner, run_id, decision)
         with anyio.fail_after(_DECIDE_LIMIT):
             return await service.settled(owner, run_id)
+
+    return await _with_runner(app, work)
 
 
 #: How long ``approve``/``decline`` waits for the rest of the run: its own time limit bounds
