@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -49,18 +49,20 @@ async def settled(app: App, user: User, run_id: str, *, timeout: float = 60.0,
             await anyio.sleep(0.02)
 
 
-async def until_event(app: App, user: User, run_id: str, kind: str, *, timeout: float = 60.0) -> dict[str, Any]:
-    """The first event of ``kind`` the run has stored (or, while it runs here, published)."""
+async def until_event(app: App, user: User, run_id: str, kind: str, *, timeout: float = 60.0,
+                      where: Callable[[dict[str, Any]], bool] = lambda data: True) -> dict[str, Any]:
+    """The first event of ``kind`` (whose data passes ``where``) the run has stored (or,
+    while it runs here, published)."""
     runner = service(app).runner
     with anyio.fail_after(timeout):
         while True:
             handle = runner.engine.live.get(run_id) if runner is not None else None
             events = handle.events if handle is not None else []
             for e in events:
-                if e.kind == kind:
+                if e.kind == kind and where(e.data):
                     return e.data
             view = await anyio.to_thread.run_sync(service(app).run, user, run_id)
             for e in view["events"]:
-                if e["kind"] == kind:
+                if e["kind"] == kind and where(e["data"]):
                     return dict(e["data"])
             await anyio.sleep(0.02)
