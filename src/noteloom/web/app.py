@@ -79,6 +79,7 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.mcp_http",
     "noteloom.web.index_status",
     "noteloom.web.chat_api",
+    "noteloom.web.recipes_api",
     "noteloom.web.notes_api",
     "noteloom.web.pages_api",
     "noteloom.web.sessions",
