@@ -184,7 +184,8 @@ def _money(cost: Any) -> str:
 def _spend_text(spend: Mapping[str, Any] | None) -> str:
     if not spend:
         return ""
-    tokens = int(spend.get("input_tokens", 0) or 0) + int(spend.get("output_tokens", 0) or 0)
+    tokens = int(spend["tokens"]) if "tokens" in spend else \
+        int(spend.get("input_tokens", 0) or 0) + int(spend.get("output_tokens", 0) or 0)
     cost = spend.get("cost_usd", spend.get("cost"))
     return f"{tokens} tok, {_money(cost)}"
 
