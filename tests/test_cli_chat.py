@@ -260,3 +260,28 @@ def test_chat_policy_options_become_the_conversations_own(invoke: Invoke, tmp_pa
     finally:
         app.close()
     assert stored == [{"forget_all": "auto"}]
+
+
+def test_ask_counts_against_the_workspaces_monthly_cap_and_is_stopped_by_it(invoke: Invoke, tmp_path: Path) -> None:
+    from noteloom.app import open_app
+    from noteloom.config import load_settings
+
+    model = script(tmp_path, [{"text": "First.", "usage": {"input_tokens": 700, "output_tokens": 400}},
+                              {"text": "never sent"}])
+    app = open_app(load_settings({"NOTELOOM_HOME": str(tmp_path / "home")}), load_entry_points=False)
+    try:
+        assert app.services.recipes is not None
+        app.services.recipes.set_cap(tokens=1000)
+    finally:
+        app.close()
+    code, out, _ = invoke("ask", "hello", "-m", model)
+    assert code == 0 and out == "First.\n"
+    code, out, err = invoke("ask", "again", "-m", model)
+    assert out == "" and "workspace's monthly cap" in err
+    app = open_app(load_settings({"NOTELOOM_HOME": str(tmp_path / "home")}), load_entry_points=False)
+    try:
+        assert app.services.recipes is not None
+        state = app.services.recipes.cap()
+    finally:
+        app.close()
+    assert state["tokens"] == 1100 and state["reached"]

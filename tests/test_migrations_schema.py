@@ -26,9 +26,9 @@ from sqlalchemy.engine import Engine
 
 import noteloom.chat.tables
 import noteloom.recipes.tables
-import noteloom.workspace.annotations
 import noteloom.runs.tables
 import noteloom.vectors
+import noteloom.workspace.annotations
 from noteloom import db
 from noteloom.migrations import compare
 from noteloom.search import search_notes

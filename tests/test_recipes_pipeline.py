@@ -133,6 +133,7 @@ async def test_an_item_still_invalid_after_its_retry_is_logged_as_an_error_and_t
     assert (run["items_done"], run["items_failed"]) == (1, 1)
     assert run["output"] == "1 item(s) judged, 1 failed; caught up"
     [failed, good] = run["items"]
+    assert good["status"] == "done" and good["verdict"] == {"taste": "sour", "score": 1}
     assert failed["status"] == "error" and '"taste" must be one of sweet, sour' in failed["error"]
     assert [k for k, _, _ in job.recorded] == ["lemon"]
     assert _log(app) == [("apple", "error"), ("lemon", "done")]

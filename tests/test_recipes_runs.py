@@ -410,3 +410,25 @@ async def test_a_run_of_a_reaped_process_is_failed_and_counted(app: App) -> None
     run = service(app).run(owner, run_id)
     assert run["status"] == "failed" and run["error"].startswith("[interrupted]")
     assert service(app).get(owner, "digest")["failures"] == 1
+
+
+async def test_the_monthly_cap_counts_chat_turns_and_recipe_runs_together_and_stops_both(app: App) -> None:
+    from chat_support import running_chat, settle
+
+    scripted(app, [{"text": "chatted", "usage": {"input_tokens": 900, "output_tokens": 200}}, {"text": "no"}])
+    _recipe(app)
+    owner = app.workspace.ensure_owner()
+    service(app).set_cap(tokens=1000)
+    async with running_chat(app) as chat:
+        sent = await chat.send(owner, "hello", controls={"model": "play"})
+        first = await settle(chat, owner, sent.message_id)
+        assert first["status"] == "complete"
+        again = await chat.send(owner, "and again", controls={"model": "play"})
+        refused = await settle(chat, owner, again.message_id)
+    assert refused["status"] == "failed"
+    assert refused["error"]["code"] == "workspace_cap"
+    assert "monthly cap of 1000 tokens is reached" in refused["error"]["message"]
+    async with running(app):
+        run = await service(app).run_now(owner, "digest")
+    assert run["status"] == "budget_exceeded" and run["error"].startswith("[workspace_cap]")
+    assert service(app).spend(owner)["month"]["by_kind"]["chat_turn"]["input_tokens"] == 900

@@ -75,6 +75,7 @@ from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to
 from noteloom.providers.base import Provider
 from noteloom.providers.registry import ProviderRegistry
 from noteloom.runs import Run, RunCall, RunEngine, RunError, RunSettings, RunStatus
+from noteloom.runs.spend import MonthlyCap, admission, cap_of
 from noteloom.runs.store import CallEnd, CallStart, Spent
 from noteloom.tools import ToolContext, ToolDef, ToolError
 from noteloom.workspace import User
@@ -124,6 +125,8 @@ class _Prepared:
     context: ToolContext
     decision: Decision | None = None
     pending: PendingAction | None = None
+    #: The workspace's monthly cap (``noteloom.runs.spend``), counted across surfaces.
+    cap: MonthlyCap = field(default_factory=MonthlyCap)
 
 
 @dataclass
@@ -337,12 +340,13 @@ class TurnRunner:
                 except NotFound:
                     focused = None  # closed or deleted meanwhile: no session tools
             runtime = ws.settings_with_prefix("tool.", conn=c)
+            cap = cap_of(ws.settings_with_prefix("limits.", "workspace.", conn=c))
             global_voice = ws.get_setting(SYSTEM_PROMPT_KEY, conn=c)
         enabled = self.host.registry.enabled(ws)
         context = self.host.tool_context(user)
         return _Prepared(msg, user_row, conv, rows, user, focused, enabled, runtime,
                          global_voice if isinstance(global_voice, str) else self.settings.system_prompt,
-                         context, decision, pending)
+                         context, decision, pending, cap)
 
     def _controls(self, conv: Conversation) -> Controls:
         c, d = conv.controls, self.settings.defaults
@@ -400,6 +404,7 @@ class TurnRunner:
             # A clipped note in the prompt needs the contract from the first call on.
             untrusted=True if untrusted else None,
             nonce=nonce,
+            admit=admission(self.stores.conversations.engine, prep.cap),
         )
         # The conversation's budgets, then [agent] in noteloom.toml, then the loop's defaults.
         budgets = controls.budgets().over(self.settings.budgets)
@@ -424,10 +429,13 @@ class TurnRunner:
         pending = result.pending
         if pending is not None and sink.pending is not None and sink.pending.call_id == pending.call_id:
             pending = sink.pending
+        error_code: str | None = result.error.code if result.error else None
+        error_message = str(result.error) if result.error else None
+        if result.limit == "workspace_cap":  # not this turn's budget: the whole workspace's, said plainly
+            status, error_code, error_message = "failed", "workspace_cap", result.refused
         return _Outcome(
             status, transcript, result.usage, result.cost, address, result.stop_reason,
-            result.error.code if result.error else None, str(result.error) if result.error else None,
-            pending, limit=result.limit,
+            error_code, error_message, pending, limit=result.limit,
         )
 
     def _proposer(self, prep: _Prepared, live: LiveTurn) -> Proposer:

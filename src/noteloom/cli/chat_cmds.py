@@ -6,6 +6,7 @@ line go to stderr, so ``noteloom ask … > answer.md`` keeps just the answer.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import sys
@@ -39,6 +40,7 @@ from noteloom.errors import InvalidInput
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.policy import POLICIES, Policy
 from noteloom.providers import THINKING_LEVELS, Provider, ThinkingLevel
+from noteloom.runs.spend import admission, cap_of, record_usage
 from noteloom.tools import ToolContext, ToolDef
 
 SYSTEM_PROMPT = (
@@ -268,12 +270,19 @@ class _Session:
         spent_cost: Decimal | None = Decimal(0)
         steps = 0
         while True:
+            ws = self.context.workspace
+            cap = cap_of(await anyio.to_thread.run_sync(ws.settings_with_prefix, "limits.", "workspace."))
             options = RunOptions(thinking=self.thinking, decisions=decisions, nonce=self.nonce, policies=self.policies,
-                                 untrusted=True if self.untrusted else None)
+                                 untrusted=True if self.untrusted else None, admit=admission(ws.engine, cap))
             # A turn resumed after a y/N answer is one turn: what it spent counts against its budgets.
             options = self.budgets.left_after(steps, spent.output_tokens, spent_cost).options(options)
             result = await run(self.provider, self.model, system, transcript, self.tools, self.context, options,
                                on_event=self.show)
+            # Counted with the chat's and the recipes' runs against the workspace's monthly cap.
+            await anyio.to_thread.run_sync(functools.partial(
+                record_usage, ws.engine, kind="cli_turn", user_id=self.context.user.id if self.context.user else None,
+                model=self.address, input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens,
+                cost=result.cost))
             self._add(result)
             steps += result.steps
             spent = spent + result.usage
@@ -379,6 +388,7 @@ LIMIT_WORDS = {
     "max_cost": "cost budget (--max-cost, or max_cost in [agent])",
     "max_output_tokens": "budget of output tokens (--max-tokens, or max_output_tokens in [agent])",
     "time_limit": "time limit (--timeout, or time_limit in [agent])",
+    "workspace_cap": "workspace's monthly cap, counted over chats and recipes (`noteloom recipes cap`)",
 }
 
 

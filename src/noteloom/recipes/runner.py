@@ -81,7 +81,7 @@ from noteloom.recipes.store import RecipeRun
 from noteloom.recipes.tools import recipe_tools
 from noteloom.runs import Run, RunCall, RunEnd, RunEngine, RunError, RunHandle, RunStatus
 from noteloom.runs import store as run_store
-from noteloom.runs.spend import ALERT_AT, ALERTED_KEY, MonthlyCap, month_state
+from noteloom.runs.spend import ALERT_AT, ALERTED_KEY, MonthlyCap, admission, month_state
 from noteloom.runs.store import Spent
 from noteloom.services import Services
 from noteloom.tools import ToolContext, ToolDef, ToolRegistry
@@ -345,17 +345,6 @@ class RecipeRunner:
             return "budget_exceeded", "workspace_cap", reached
         return None
 
-    def _admit(self, prep: _Prep) -> Callable[[], Awaitable[str | None]] | None:
-        if not prep.cap.on:
-            return None
-
-        async def admit() -> str | None:
-            def check() -> str | None:
-                with db.read_tx(self.db) as c:
-                    return month_state(c, prep.cap, db.now_ms()).reached
-            return await to_thread.run_sync(check)
-        return admit
-
     def _resolve(self, prep: _Prep) -> tuple[Provider, str, str]:
         provider, model = self.host.services.providers.resolve(prep.recipe.spec.model)
         return provider, model, f"{provider.name}:{model}"
@@ -367,7 +356,7 @@ class RecipeRunner:
             max_output_tokens=b.max_output_tokens, max_cost=b.max_cost, time_limit=b.time_limit,
             max_input_tokens=b.max_input_tokens, max_tool_calls=b.max_tool_calls,
             thinking=s.controls.thinking_level, temperature=s.controls.temperature, top_p=s.controls.top_p,
-            max_tokens=s.controls.max_tokens, admit=self._admit(prep),
+            max_tokens=s.controls.max_tokens, admit=admission(self.db, prep.cap),
             policies={name: "auto" for name in s.signed_off},
         )
         return dataclasses.replace(options, **extra)

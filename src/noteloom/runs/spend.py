@@ -8,6 +8,7 @@ UTC by default). The ceilings are run-time settings (``limits.monthly_tokens``,
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -15,8 +16,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from anyio import to_thread
+from sqlalchemy.engine import Connection, Engine
 
+from noteloom import db
 from noteloom.runs import tables as t
 
 TOKENS_KEY = "limits.monthly_tokens"
@@ -120,3 +123,39 @@ def month_state(conn: Connection, cap: MonthlyCap, now_ms: int) -> MonthState:
         ):
             cost += Decimal(c)
     return MonthState(label, int(row or 0), cost, cap)
+
+
+def cap_of(settings: dict[str, Any]) -> MonthlyCap:
+    """The cap from run-time settings read with the prefixes ``limits.`` and ``workspace.``."""
+    return MonthlyCap.from_settings(settings)
+
+
+def admission(engine: Engine, cap: MonthlyCap) -> Callable[[], Awaitable[str | None]] | None:
+    """What the agent loop asks before each model call (``RunOptions.admit``): why the
+    workspace's monthly cap refuses it, or ``None``. No cap, no question."""
+    if not cap.on:
+        return None
+
+    async def admit() -> str | None:
+        def check() -> str | None:
+            with db.read_tx(engine) as c:
+                return month_state(c, cap, db.now_ms()).reached
+        return await to_thread.run_sync(check)
+
+    return admit
+
+
+def record_usage(
+    engine: Engine, *, kind: str, user_id: str | None, model: str | None, input_tokens: int, output_tokens: int,
+    cost: Decimal | None,
+) -> None:
+    """Count model calls made outside any run (``noteloom ask``/``chat`` in a terminal) as an
+    ended run of ``kind``, so the monthly cap sees every surface's spending."""
+    if not input_tokens and not output_tokens:
+        return
+    from noteloom.runs.store import Spent, create, settle
+
+    with db.write_tx(engine) as c:
+        rid = db.new_id()
+        create(c, rid, kind=kind, user_id=user_id, subject_id=None, runner_id=None)
+        settle(c, rid, "succeeded", spent=Spent(input_tokens, output_tokens, cost, model))
