@@ -203,10 +203,10 @@ async def test_stop_ends_a_pipeline_run_cancelled_keeping_what_it_recorded(app: 
     _recipe(app)
     owner = app.workspace.ensure_owner()
     async with running(app):
-        started = service(app).start(owner, "fruit")
+        started = await service(app).start(owner, "fruit")
         # The second item is being judged: its exchange hangs until the stop.
         await until_event(app, owner, started["run_id"], "item", where=lambda d: d["key"] == "lemon")
-        service(app).stop(owner, started["run_id"])
+        await service(app).stop(owner, started["run_id"])
         run = await settled(app, owner, started["run_id"])
     assert run["status"] == "cancelled"
     assert [k for k, _, _ in job.recorded] == ["apple"]

@@ -148,7 +148,7 @@ async def test_a_fire_runs_the_recipe_and_a_fire_during_a_run_is_skipped_overlap
         sched.clock = lambda: fire + 5 * 60_000 + 1000
         [second] = await sched.tick_and_launch()
         assert second.launched is False
-        service(app).stop(owner, first.run_id or "")
+        await service(app).stop(owner, first.run_id or "")
         await settled(app, owner, first.run_id or "")
     first_run, second_run = _runs(app, rid)
     assert (first_run.trigger, first_run.status) == ("schedule", "cancelled")

@@ -604,7 +604,7 @@ def stop(run_id: str = typer.Argument(..., metavar="RUN_ID", help="The run to st
     """Stop a run, wherever it runs (`noteloom serve` sees the request within a second); a run
     waiting for approval is cancelled at once."""
     with _service(home) as (_, service, owner):
-        view = service.stop(owner, run_id)
+        view = anyio.run(service.stop, owner, run_id)
         if as_json:
             print_json(view)
         elif view["stop_requested"]:
@@ -633,7 +633,7 @@ def pending(as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -> Non
 async def _decide_here(app: App, service: RecipeService, owner: User, run_id: str,
                        decision: Literal["approve", "decline"]) -> dict[str, Any]:
     async def work() -> dict[str, Any]:
-        service.decide(owner, run_id, decision)
+        await service.decide(owner, run_id, decision)
         with anyio.fail_after(_DECIDE_LIMIT):
             return await service.settled(owner, run_id)
 

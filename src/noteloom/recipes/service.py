@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from noteloom.workspace import User
 
 EXPORT_VERSION = 1
+#: Recipes one import may hold (a file of YAML aliases could otherwise ask for millions).
+IMPORT_MAX = 500
 
 
 class RecipeService:
@@ -224,11 +226,14 @@ class RecipeService:
             recipe = store.get(c, rec.recipe_id)
         out = run_view(rec)
         out["recipe"] = {"id": rec.recipe_id, "name": recipe.name if recipe else None}
+        # A call held for approval and run once approved is audited twice (held, then its
+        # outcome): the trace shows it once, as it ended.
+        ran = {k.call_id for k in calls if k.outcome != "held"}
         trace = [{
             "seq": k.seq, "call_id": k.call_id, "tool": k.tool, "input": k.arguments, "output": k.output,
             "started_time": k.started_time, "finished_time": k.finished_time, "outcome": k.outcome,
             "is_error": k.outcome not in (None, "ok", "held"), "error": k.error,
-        } for k in calls]
+        } for k in calls if not (k.outcome == "held" and k.call_id in ran)]
         if rec.mode == "pipeline":
             out["items"] = [{"key": t["input"].get("key") if isinstance(t["input"], dict) else None,
                              "label": t["input"].get("label") if isinstance(t["input"], dict) else None,
@@ -255,14 +260,25 @@ class RecipeService:
             raise Unavailable("recipes run in `noteloom serve` (or `noteloom recipes run`); this process runs none")
         return self.runner
 
-    def start(self, user: User, ref: str, *, trigger: str = "manual", sample: int | None = None) -> dict[str, Any]:
-        """Start a run now in this process's engine; the run's view (it may be ``skipped_overlap``)."""
+    async def start(self, user: User, ref: str, *, trigger: str = "manual", sample: int | None = None,
+                    ) -> dict[str, Any]:
+        """Start a run now in this process's engine; the run's view (it may be ``skipped_overlap``).
+        The database work runs in a worker thread; the launch on the event loop."""
+        from anyio import to_thread
+
         runner = self._runner()
-        with db.write_tx(self.db) as c:
-            recipe = store.find(c, user.id, ref)
-            run_id, launch = runner.begin(c, recipe, trigger=trigger, dry_run=sample is not None)
+
+        def begin() -> tuple[str, bool]:
+            with db.write_tx(self.db) as c:
+                recipe = store.find(c, user.id, ref)
+                return runner.begin(c, recipe, trigger=trigger, dry_run=sample is not None)
+
+        run_id, launch = await to_thread.run_sync(begin)
         if launch:
             runner.launch(run_id, sample=sample)
+        return await to_thread.run_sync(self._run_view, run_id)
+
+    def _run_view(self, run_id: str) -> dict[str, Any]:
         with db.read_tx(self.db) as c:
             rec = store.get_run(c, run_id)
         assert rec is not None
@@ -285,16 +301,22 @@ class RecipeService:
             await runner.execute(run_id, sample=sample)
         return await to_thread.run_sync(self.run, user, run_id)
 
-    def stop(self, user: User, run_id: str) -> dict[str, Any]:
+    async def stop(self, user: User, run_id: str) -> dict[str, Any]:
+        """Ask a run to stop, wherever it runs (its cancel flag); a run of this process is
+        signalled at once, a parked one is cancelled at once."""
+        from anyio import to_thread
+
         from noteloom.recipes.runner import stop_run  # stopping needs no engine of ours running
 
-        with db.read_tx(self.db) as c:
-            self._own_run(c, user, run_id)
-        asked = self.runner.stop(run_id) if self.runner is not None else stop_run(self.db, run_id)
-        with db.read_tx(self.db) as c:
-            rec = store.get_run(c, run_id)
-        assert rec is not None
-        return {**run_view(rec), "stop_requested": asked}
+        def ask() -> bool:
+            with db.read_tx(self.db) as c:
+                self._own_run(c, user, run_id)
+            return stop_run(self.db, run_id)
+
+        asked = await to_thread.run_sync(ask)
+        if asked and self.runner is not None:
+            self.runner.engine.cancel_live(run_id)
+        return {**await to_thread.run_sync(self._run_view, run_id), "stop_requested": asked}
 
     def pending(self, user: User) -> list[dict[str, Any]]:
         with db.read_tx(self.db) as c:
@@ -302,18 +324,21 @@ class RecipeService:
         return [{**run_view(r), "recipe": {"id": rc.id, "name": rc.name}, "held": (r.transcript or {}).get("held")}
                 for rc, r in parked]
 
-    def decide(self, user: User, run_id: str, decision: Decision) -> dict[str, Any]:
+    async def decide(self, user: User, run_id: str, decision: Decision) -> dict[str, Any]:
         """Approve or decline a parked run's held call; the run goes on in this process."""
+        from anyio import to_thread
+
         runner = self._runner()
-        with db.write_tx(self.db) as c:
-            self._own_run(c, user, run_id)
-            runner.decide(c, run_id, decision)
-            first = run_store.last_seq(c, run_id) + 1
+
+        def record() -> int:
+            with db.write_tx(self.db) as c:
+                self._own_run(c, user, run_id)
+                runner.decide(c, run_id, decision)
+                return run_store.last_seq(c, run_id) + 1
+
+        first = await to_thread.run_sync(record)
         runner.launch(run_id, first_seq=first)
-        with db.read_tx(self.db) as c:
-            rec = store.get_run(c, run_id)
-        assert rec is not None
-        return run_view(rec)
+        return await to_thread.run_sync(self._run_view, run_id)
 
     # -- following a run (the command line waits on one; the API streams its events) ----------
 
@@ -487,6 +512,9 @@ class RecipeService:
             raise InvalidInput(f"the file is not YAML: {exc}", field="file") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("recipes"), list):
             raise InvalidInput("the file must hold `recipes:` (a list), as `noteloom recipes export` writes it",
+                               field="file")
+        if len(doc["recipes"]) > IMPORT_MAX:
+            raise InvalidInput(f"the file holds {len(doc['recipes'])} recipes; import at most {IMPORT_MAX} at a time",
                                field="file")
         specs: list[RecipeSpec] = []
         warnings: list[list[str]] = []

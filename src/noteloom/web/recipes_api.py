@@ -476,14 +476,14 @@ def install(api: FastAPI, app: App) -> None:
     async def stop(request: Request, run_id: IdPath) -> dict[str, Any]:
         """Ask a run to stop, wherever it runs (a run waiting for approval is cancelled at once).
         ``stop_requested`` is false when it had ended already."""
-        out: dict[str, Any] = recipes.stop(user_of(request), run_id)  # on the loop: it signals a live run
+        out: dict[str, Any] = await recipes.stop(user_of(request), run_id)
         return out
 
     @r.post("/runs/{run_id}/decision", response_model=RunOut, status_code=202)
     async def decision(request: Request, run_id: IdPath, body: DecisionIn) -> dict[str, Any]:
         """Approve or decline the call a parked run holds; the run goes on in this server
         (follow it with `GET /runs/{run_id}/events`). 422 when it is not waiting."""
-        out: dict[str, Any] = recipes.decide(user_of(request), run_id, body.decision)  # on the loop: it launches
+        out: dict[str, Any] = await recipes.decide(user_of(request), run_id, body.decision)
         return out
 
     @r.get(
@@ -560,7 +560,7 @@ def install(api: FastAPI, app: App) -> None:
         is `skipped_overlap` when a run of it is still in progress. 503 when this server runs no recipes."""
         sample = body.sample if body is not None else None
         # On the loop, not in a worker thread: starting spawns the run in the engine's task group.
-        out: dict[str, Any] = recipes.start(user_of(request), ref, sample=sample)
+        out: dict[str, Any] = await recipes.start(user_of(request), ref, sample=sample)
         return out
 
     @r.get("/{ref}/runs", response_model=list[RunOut])
