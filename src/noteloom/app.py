@@ -244,10 +244,11 @@ def open_app(
         workspace.purge_expired(settings.trash_retention_days)
     pm = plugin_manager(plugins, load_entry_points=load_entry_points)
     services = _services(engine, settings, pm, env, embed_service)
-    registry, left_out = _tools(pm, services)
-    app = App(settings, engine, workspace, pm, registry, services, left_out)
+    app = App(settings, engine, workspace, pm, ToolRegistry(), services)
     app.pipeline_jobs = pipeline_jobs(pm)
-    app.services.recipes = RecipeService(app)
+    # Before the tools: create_recipe requires it.
+    services.recipes = RecipeService(app)
+    app.registry, app.left_out = _tools(pm, services)
     app.background_services = _background(app)
     return app
 

@@ -202,6 +202,7 @@ DEFAULT_PLUGINS: list[str] = [
     "noteloom.default_plugins.embedders",
     "noteloom.default_plugins.semantic_tools",
     "noteloom.default_plugins.pipeline_jobs",
+    "noteloom.default_plugins.recipe_tools",
 ]
 
 
