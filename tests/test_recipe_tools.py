@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from chat_support import running_chat, scripted, settle
 
+from chat_support import running_chat, scripted, settle
 from noteloom.app import App
 
 pytestmark = pytest.mark.anyio
