@@ -327,3 +327,15 @@ async def test_the_runs_trace_of_a_pipeline_run_is_stored_with_each_items_verdic
         items = store.items_of(c, rec.recipe_id if rec else "")
     assert [(i["key"], i["verdict"], i["run_id"]) for i in items] == [("apple", {"taste": "sweet", "score": 8},
                                                                         run["run_id"])]
+
+
+async def test_the_wall_clock_limit_is_the_runs_over_all_its_items(app: App) -> None:
+    job = _job(app, ["apple", "lemon"])
+    # The second exchange never ends: only the run's time limit can stop it.
+    scripted(app, [*_answers({"taste": "sweet", "score": 8}), {"chunks": ["{"], "hang": True}])
+    _recipe(app, budgets={"time_limit": 1})
+    owner = app.workspace.ensure_owner()
+    async with running(app):
+        run = await service(app).run_now(owner, "fruit")
+    assert run["status"] == "timeout" and run["error"].startswith("[time_limit]")
+    assert [k for k, _, _ in job.recorded] == ["apple"]

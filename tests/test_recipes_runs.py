@@ -432,3 +432,25 @@ async def test_the_monthly_cap_counts_chat_turns_and_recipe_runs_together_and_st
         run = await service(app).run_now(owner, "digest")
     assert run["status"] == "budget_exceeded" and run["error"].startswith("[workspace_cap]")
     assert service(app).spend(owner)["month"]["by_kind"]["chat_turn"]["input_tokens"] == 900
+
+
+async def test_a_run_past_its_time_limit_ends_as_timeout_with_its_partial_trace(app: App) -> None:
+    scripted(app, [{"tool_calls": [{"name": "search_notes", "arguments": {"query": "x"}}]},
+                   {"chunks": ["Still writing"], "hang": True}])
+    _recipe(app, budgets={"time_limit": 1})
+    owner = app.workspace.ensure_owner()
+    async with running(app):
+        run = await service(app).run_now(owner, "digest")
+    assert run["status"] == "timeout" and run["error"].startswith("[time_limit]")
+    assert [c["tool"] for c in run["trace"]] == ["search_notes"]
+
+
+async def test_a_model_whose_provider_needs_a_key_not_set_here_is_saved_with_a_warning(app: App) -> None:
+    owner = app.workspace.ensure_owner()
+    providers = app.services.providers
+    keyed = next(name for name, kind in providers.types.items() if kind.key_env and name not in providers.names())
+    saved = service(app).add(owner, {"name": "later", "prompt": "x", "model": f"{keyed}:some-model"})
+    assert any(providers.types[keyed].key_env in w for w in saved["warnings"])
+    with pytest.raises(InvalidInput) as refused:
+        service(app).add(owner, {"name": "never", "prompt": "x", "model": "nosuchprovider:m"})
+    assert refused.value.field == "model"

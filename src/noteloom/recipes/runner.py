@@ -90,6 +90,8 @@ from noteloom.workspace import User, Workspace
 log = logging.getLogger("noteloom.recipes")
 
 RUN_KIND = "recipe"
+#: Model calls per agent run; the run's budgets (tokens, cost, tool calls, time) stop it first.
+RECIPE_MAX_STEPS = 200
 #: Provider failures worth one more try: they say nothing about the request itself.
 TRANSIENT = frozenset({"api_rate_limited", "api_server_error", "api_overloaded", "api_network_error",
                        "api_no_response", "api_stream_error"})
@@ -353,6 +355,8 @@ class RecipeRunner:
         s = prep.recipe.spec
         b = s.budgets
         options = RunOptions(
+            # The recipe's budgets bound a run; the chat's per-turn step limit does not apply.
+            max_steps=RECIPE_MAX_STEPS,
             max_output_tokens=b.max_output_tokens, max_cost=b.max_cost, time_limit=b.time_limit,
             max_input_tokens=b.max_input_tokens, max_tool_calls=b.max_tool_calls,
             thinking=s.controls.thinking_level, temperature=s.controls.temperature, top_p=s.controls.top_p,
@@ -511,10 +515,16 @@ class RecipeRunner:
         out = _Outcome("succeeded", model=address)
         b = s.budgets
         limit = sample if sample is not None else s.batch_size
+        # The wall-clock limit is the run's, over every item's exchange.
+        deadline = None if b.time_limit is None else anyio.current_time() + b.time_limit
         judged = 0
         while judged < limit:
             if token.cancelled or handle.cancelled.is_set():
                 out.status, out.error_code, out.error_message = "cancelled", "cancelled", "stopped by its owner"
+                break
+            left = None if deadline is None else deadline - anyio.current_time()
+            if left is not None and left <= 0:
+                out.status, out.error_code, out.error_message = "timeout", "time_limit", _LIMIT_TEXT["time_limit"]
                 break
             worst = s.controls.max_tokens or 1024
             if b.max_output_tokens is not None and out.usage.output_tokens + worst > b.max_output_tokens:
@@ -530,7 +540,7 @@ class RecipeRunner:
             judged += 1
             verdict, error, stop = await self._judge(prep, handle, token, job, prun, item, system, nonce,
                                                       provider, model, out, extract_verdict, check_verdict,
-                                                      InvalidVerdict)
+                                                      InvalidVerdict, deadline)
             if stop is not None:
                 out.status, out.error_code, out.error_message = stop
                 break
@@ -564,7 +574,7 @@ class RecipeRunner:
         self, prep: _Prep, handle: RunHandle, token: CancelToken, job: PipelineJob, prun: PipelineRun,
         item: PipelineItem, system: str, nonce: str, provider: Provider, model: str, out: _Outcome,
         extract: Callable[[str], dict[str, Any]], check: Callable[[Mapping[str, Any], Any], dict[str, Any]],
-        invalid: type[Exception],
+        invalid: type[Exception], deadline: float | None,
     ) -> tuple[dict[str, Any] | None, str | None, tuple[RecipeStatus, str, str] | None]:
         """One item: its exchange and at most one retry. ``(verdict, error, stop)``."""
         digest = await to_thread.run_sync(job.digest, prun, item)
@@ -584,6 +594,7 @@ class RecipeRunner:
                 max_input_tokens=None if b.max_input_tokens is None
                 else max(b.max_input_tokens - out.usage.input_tokens, 1),
                 max_cost=None if b.max_cost is None or out.cost is None else max(b.max_cost - out.cost, Decimal(0)),
+                time_limit=None if deadline is None else max(deadline - anyio.current_time(), 0.001),
             )
             result = await self._model_run(provider, model, system, history, [], [], prep.context, options, None,
                                            token)

@@ -61,7 +61,13 @@ class RecipeService:
         if spec.model is not None:
             name = spec.model.split(":", 1)[0]
             providers = self.host.services.providers
-            if name not in providers.names():
+            kind = providers.types.get(name)
+            if name not in providers.names() and kind is not None:
+                # A known type whose key is not set here yet: the server that runs it may have it.
+                warnings.append(f"model {spec.model!r}: provider {name!r} is not set up in this process"
+                                + (f" (it needs {kind.key_env})" if kind.key_env else "")
+                                + "; runs fail until it is")
+            elif name not in providers.names():
                 raise InvalidInput(f"model {spec.model!r}: no provider {name!r}; this app has "
                                    f"{', '.join(providers.names()) or 'none'} (`noteloom models`)", field="model")
         tools = {t.name: t for t in self.host.registry.all()}
