@@ -68,3 +68,22 @@ async def test_a_cron_the_model_got_wrong_comes_back_to_it_as_an_error_it_can_co
 
 def test_create_recipe_is_off_until_the_user_enables_it(app: App) -> None:
     assert "create_recipe" not in [t.name for t in app.registry.enabled(app.workspace)]
+
+
+async def test_the_chat_starts_a_recipe_by_name_as_a_chat_triggered_run(app: App) -> None:
+    from recipe_support import running, service, settled
+
+    owner = app.workspace.ensure_owner()
+    app.registry.set_enabled(app.workspace, "run_recipe", True)
+    scripted(app, [{"tool_calls": [{"id": "c1", "name": "run_recipe", "arguments": {"name": "Ad hoc"}}]},
+                   {"text": "Started it."}, {"text": "The recipe's report."}])
+    service(app).add(owner, {"name": "Ad hoc", "prompt": "Report.", "model": "play:script", "schedule": "interactive"})
+    async with running(app), running_chat(app) as chat:
+        sent = await chat.send(owner, "run my ad hoc recipe", controls={"model": "play:script",
+                                                                         "tool_policies": {"run_recipe": "auto"}})
+        view = await settle(chat, owner, sent.message_id)
+        assert view["status"] == "complete"
+        [run] = service(app).runs(owner, "Ad hoc")
+        done = await settled(app, owner, run["run_id"])
+    assert done["trigger"] == "chat" and done["status"] == "succeeded"
+    assert done["output"] == "The recipe's report."

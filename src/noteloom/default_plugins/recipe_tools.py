@@ -1,4 +1,5 @@
-"""``create_recipe``: the chat (or any MCP client) makes a recipe from what the user asked.
+"""``create_recipe`` and ``run_recipe``: the chat (or any MCP client) makes a recipe from
+what the user asked, and starts one (an ``interactive`` recipe runs only this way).
 
 "Every weekday at 7 make me a digest of yesterday's notes" becomes a recipe through the
 user's sign-off: the tool writes, so it is off until the user enables it and each call
@@ -16,7 +17,7 @@ from typing import Any
 from anyio import to_thread
 
 from noteloom import db
-from noteloom.errors import InvalidInput
+from noteloom.errors import InvalidInput, NotFound, Unavailable
 from noteloom.hooks import hookimpl
 from noteloom.recipes.model import RecipeBudgets
 from noteloom.recipes.schedule import iso, parse_schedule
@@ -121,7 +122,45 @@ CREATE_RECIPE = ToolDef(
 )
 
 
+async def _run(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    service = ctx.services.get("recipes")
+    if not isinstance(service, RecipeService):
+        raise ToolError("recipes are not available in this app")
+    if ctx.user is None:
+        raise ToolError("a recipe belongs to a user; this call has none (sign in, or use a token)")
+    try:
+        view = await service.start(ctx.user, args["name"], trigger="chat")
+    except (InvalidInput, NotFound) as exc:
+        raise ToolError(str(exc)) from None
+    except Unavailable:
+        raise ToolError("recipes run in `noteloom serve`; this process runs none") from None
+    return {
+        "run_id": view["run_id"], "status": view["status"], "error": view["error"],
+        "message": "Started: its report appears on the recipes page when it ends." if view["status"] == "running"
+        else "Not started.",
+    }
+
+
+RUN_RECIPE = ToolDef(
+    name="run_recipe",
+    title="Run a recipe",
+    description=(
+        "Start one of the user's saved recipes now, by name (it runs in the background with its own tools "
+        "and budget and writes a report). Use it when the user asks to run a recipe, or for recipes whose "
+        "schedule is 'interactive'."
+    ),
+    input_schema={"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 100}},
+                  "required": ["name"], "additionalProperties": False},
+    handler=_run,
+    # A recipe's run may write with its own tools: the user signs each start off.
+    effect="write",
+    requires=("recipes",),
+    describe=lambda args, name_note: f"Run the recipe {str(args.get('name', ''))!r} now",
+)
+
+
 @hookimpl
 def register_tools(register: Callable[[ToolDef], None]) -> None:
-    """Register ``create_recipe``."""
+    """Register ``create_recipe`` and ``run_recipe``."""
     register(CREATE_RECIPE)
+    register(RUN_RECIPE)
