@@ -20,6 +20,9 @@ runner:
    anything, aimed by the recipe's config and never by the model;
 6. logs the item as handled (done or error), so ``next_item`` passes over it from then on.
 
+A job may also have ``flagged(verdict) -> bool``: the items it flags are listed in the
+recipe's "flagged" notification (when its rules ask for one).
+
 A job's methods are synchronous and may block (they read and write the workspace): the
 runner calls them in a worker thread. They raise ``InvalidInput`` (naming the field) for a
 config or verdict that breaks a rule of theirs; anything else is a bug in the job.
