@@ -84,6 +84,7 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.pages_api",
     "noteloom.web.sessions",
     "noteloom.web.chat_page",
+    "noteloom.web.recipes_page",
     "noteloom.web.notifications_api",
     "noteloom.web.tool_policies",
     "noteloom.web.plugin_routes",

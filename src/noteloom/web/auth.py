@@ -45,12 +45,13 @@ SESSION_HEADER = "x-noteloom-session"
 #: file, the health check) or checks a credential of its own (sign-in takes the token in
 #: its JSON body). Anything not listed here needs a credential, so a new route is private
 #: until someone decides otherwise.
-PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/api/docs", "/api/v1/auth/sign-in"})
-# The shells of a note and a notebook page: exactly an id, so no other route under them slips in.
+PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/recipes", "/api/docs", "/api/v1/auth/sign-in"})
+# The shells of a note, a notebook, a recipe and a recipe's run: exactly an id, so no other route
+# under them slips in.
 # A plugin's static files (web/plugin_routes.py answers that prefix for every plugin with
 # routes, before the plugin's own routes can).
 _PUBLIC_PATTERN = re.compile(
-    r"^/static/.+$|^/(?:notes|notebooks)/[0-9a-f]{32}$|^/plugins/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/static/.+$"
+    r"^/static/.+$|^/(?:notes|notebooks|recipes|recipes/runs)/[0-9a-f]{32}$|^/plugins/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/static/.+$"
 )
 #: How long a credential found valid is trusted without asking the database again, where the
 #: database cannot say cheaply whether anything changed (PostgreSQL). Checking costs a query
