@@ -352,6 +352,10 @@ def test_stop_ends_a_slow_run_cancelled(page: Any, live: Live) -> None:
     expect(page.locator("#run-stop")).to_have_count(0)
     run_id = page.url.rsplit("/", 1)[1]
     assert live.api("GET", f"/api/v1/recipes/runs/{run_id}")["status"] == "cancelled"
+    # The run's address opens it afresh (a deep link, read by the page's own script).
+    page.goto(live.page_url(f"/recipes/runs/{run_id}"))
+    expect(page.locator("#run-status")).to_have_attribute("data-status", "cancelled")
+    expect(page.locator("#run-title")).to_contain_text("Slow thinker")
 
 
 def test_pause_and_resume_from_the_list(page: Any, live: Live) -> None:
