@@ -272,7 +272,8 @@ async def test_the_openapi_document_lists_the_recipe_routes(app: App) -> None:
         doc = (await c.get("/api/v1/openapi.json")).json()
     paths = {p: set(ops) for p, ops in doc["paths"].items() if p.startswith(BASE)}
     assert paths == {
-        BASE: {"get", "post"}, f"{BASE}/jobs": {"get"}, f"{BASE}/schedule": {"get"}, f"{BASE}/pending": {"get"},
+        BASE: {"get", "post"}, f"{BASE}/jobs": {"get"}, f"{BASE}/options": {"get"}, f"{BASE}/schedule": {"get"},
+        f"{BASE}/pending": {"get"},
         f"{BASE}/spend": {"get"}, f"{BASE}/cap": {"get", "put"}, f"{BASE}/export": {"get"},
         f"{BASE}/import": {"post"}, f"{BASE}/runs/{{run_id}}": {"get"}, f"{BASE}/runs/{{run_id}}/stop": {"post"},
         f"{BASE}/runs/{{run_id}}/decision": {"post"}, f"{BASE}/runs/{{run_id}}/events": {"get"},
@@ -286,3 +287,22 @@ async def test_the_openapi_document_lists_the_recipe_routes(app: App) -> None:
     assert all("recipes" in op["tags"] for p, ops in doc["paths"].items() if p.startswith(BASE) for op in ops.values())
 
 
+
+
+async def test_the_form_options_list_every_tool_with_its_effect_enablement_and_taint_and_the_defaults(
+    app: App,
+) -> None:
+    app.registry.set_enabled(app.workspace, "delete_note", True)
+    async with client(app) as c:
+        r = await c.get(f"{BASE}/options")
+    assert r.status_code == 200
+    data = r.json()
+    tools = {t["name"]: t for t in data["tools"]}
+    assert {n for n in tools} == {t.name for t in app.registry.all()}
+    assert (tools["delete_note"]["effect"], tools["delete_note"]["enabled"]) == ("destructive", True)
+    assert (tools["update_note"]["effect"], tools["update_note"]["enabled"]) == ("write", False)
+    assert tools["search_notes"]["untrusted_output"] is True and tools["list_tags"]["untrusted_output"] is False
+    assert data["recipe_tools"] == ["get_workspace", "set_workspace", "get_recent_outputs", "add_recipe_note"]
+    assert data["defaults"]["budgets"] == {"max_input_tokens": 200000, "max_output_tokens": 20000, "max_cost": None,
+                                           "max_tool_calls": 50, "time_limit": 900.0}
+    assert "name" not in data["defaults"] and data["defaults"]["schedule"] == "manual"

@@ -181,6 +181,13 @@ def test_an_agent_recipe_made_in_the_form_runs_now_and_shows_its_trace_and_repor
     page.fill("#f-name", "Trip digest")
     page.fill("#f-prompt", "Summarise what my notes say about the trip.")
     page.check("#tool-search_notes")
+    # Every tool of the app is offered; one the workspace keeps off says it would be skipped,
+    # one that reads others' text says so (the taint gate's reason), and budgets start at the server's defaults.
+    expect(page.locator(".tool-choice", has=page.locator("#tool-update_note"))).to_contain_text(
+        "off in this workspace")
+    expect(page.locator(".tool-choice", has=page.locator("#tool-search_notes"))).to_contain_text(
+        "may read text others wrote")
+    expect(page.locator('[data-budget="max_tool_calls"]')).to_have_value("50")
     page.select_option("#f-model", "agent:script")
     page.fill("#f-timezone", "Europe/Paris")
 

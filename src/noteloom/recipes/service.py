@@ -211,6 +211,24 @@ class RecipeService:
 
         return parse_schedule(schedule, timezone).as_json(db.now_ms())
 
+    def options(self) -> dict[str, Any]:
+        """What a recipe form offers: every tool of this app (whether it writes, whether the
+        workspace has it enabled — a disabled one is skipped when a recipe runs — and whether
+        it reads text others wrote, for the taint gate), the tools every agent recipe has, and
+        the defaults of a new recipe."""
+        from noteloom.recipes.model import RecipeSpec
+        from noteloom.recipes.tools import RECIPE_TOOL_NAMES
+
+        ws = self.host.workspace
+        registry = self.host.registry
+        settings = registry.read_settings(ws)
+        enabled = {t.name for t in registry.enabled(ws, settings)}
+        tools = [{"name": t.name, "title": t.title, "description": t.description, "effect": t.effect,
+                  "enabled": t.name in enabled, "untrusted_output": t.untrusted_output}
+                 for t in registry.all()]
+        return {"tools": tools, "recipe_tools": list(RECIPE_TOOL_NAMES),
+                "defaults": {k: v for k, v in RecipeSpec(name="").as_json().items() if k != "name"}}
+
     def jobs(self) -> list[dict[str, Any]]:
         return [{"name": j.name, "label": j.label, "untrusted_digest": j.untrusted_digest,
                  "config_schema": dict(j.config_schema), "verdict_schema": dict(j.verdict_schema),

@@ -300,6 +300,21 @@ class RunDetail(RunOut):
     events: list[EventOut]
 
 
+class ToolOut(BaseModel):
+    name: str
+    title: str | None
+    description: str
+    effect: Literal["read", "write", "destructive"]
+    enabled: bool
+    untrusted_output: bool
+
+
+class OptionsOut(BaseModel):
+    tools: list[ToolOut]
+    recipe_tools: list[str]
+    defaults: dict[str, Any]
+
+
 class JobOut(BaseModel):
     name: str
     label: str
@@ -382,6 +397,13 @@ def install(api: FastAPI, app: App) -> None:
         valid one with its next five fire times). ``warnings`` says what to read still."""
         view: dict[str, Any] = await call(recipes.add, user_of(request), body.fields())
         return view
+
+    @r.get("/options", response_model=OptionsOut)
+    async def options() -> dict[str, Any]:
+        """What a recipe form offers: every tool (whether it writes, is enabled in the workspace,
+        reads text others wrote), the tools every agent recipe has, and a new recipe's defaults."""
+        out: dict[str, Any] = await call(recipes.options)
+        return out
 
     @r.get("/jobs", response_model=list[JobOut])
     async def jobs() -> list[dict[str, Any]]:

@@ -11,11 +11,10 @@
   const enc = encodeURIComponent;
   // A run in one of these may still change; the page keeps reading it.
   const LIVE = new Set(["queued", "running", "awaiting_approval"]);
-  // What a new recipe starts with: the defaults of RecipeSpec (recipes/model.py).
+  // What a new recipe starts with: the server's defaults (GET /options), in this browser's time zone.
   const NEW = {
     name: "", mode: "agent", prompt: "", tools: [], model: null, controls: {}, schedule: "manual",
-    timezone: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC", missed: "skip",
-    budgets: { max_input_tokens: 200000, max_output_tokens: 20000, max_cost: null, max_tool_calls: 50, time_limit: 900 },
+    timezone: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC", missed: "skip", budgets: {},
     job: null, job_config: {}, batch_size: 25, notify: { on_success: false, on_flagged: true }, signed_off: [],
     allow_tainted_writes: false, enabled: true, pause_after: 5,
   };
@@ -381,28 +380,18 @@
 
   // -- the form -----------------------------------------------------------------------------
 
-  async function mcpTools() {
-    // The registry's enabled tools, as MCP clients see them: what a recipe can call.
-    const res = await NL.authFetch("/mcp", {
-      method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
-    });
-    const data = await res.json();
-    if (!res.ok || !data.result) throw new Error((data.error && data.error.message) || `tools/list failed (${res.status})`);
-    return data.result.tools.map((t) => ({ name: t.name, description: t.description || "",
-      readOnly: !!(t.annotations && t.annotations.readOnlyHint) }));
-  }
-
   async function loadMeta() {
     if (state.meta) return state.meta;
-    const [tools, jobs, models, notebooks] = await Promise.allSettled([
-      mcpTools(), api("GET", `${BASE}/jobs`), api("GET", "/api/v1/chat/models"), api("GET", "/api/v1/notebooks"),
+    const [options, jobs, models, notebooks] = await Promise.allSettled([
+      api("GET", `${BASE}/options`), api("GET", `${BASE}/jobs`), api("GET", "/api/v1/chat/models"),
+      api("GET", "/api/v1/notebooks"),
     ]);
     const ok = (r, fallback) => (r.status === "fulfilled" ? r.value : fallback);
-    const jobList = ok(jobs, []);
+    const opts = ok(options, null);
+    if (opts && opts.defaults) Object.assign(NEW, opts.defaults, { timezone: NEW.timezone });
     state.meta = {
-      tools: ok(tools, null),
-      jobs: Array.isArray(jobList) ? jobList : (jobList.jobs || []),
+      tools: opts ? opts.tools : null,
+      jobs: ok(jobs, []),
       models: ok(models, { models: [], default_model: null }),
       notebooks: ok(notebooks, []),
     };
@@ -455,7 +444,7 @@
     const tools = state.meta.tools;
     box.replaceChildren();
     if (!tools) {
-      box.append(h("p", { class: "muted", text: "The tool list is unavailable here (is MCP turned off?): name the tools, separated by commas." }),
+      box.append(h("p", { class: "muted", text: "The tool list could not be read: name the tools, separated by commas." }),
         h("input", { id: "f-tools-text", "aria-label": "Tool names", value: recipe.tools.join(", ") }),
         h("label", { for: "f-signed-text", text: "Signed off (run without asking)" }),
         h("input", { id: "f-signed-text", value: recipe.signed_off.join(", ") }));
@@ -464,13 +453,18 @@
     const known = new Set(tools.map((t) => t.name));
     const all = [...tools, ...recipe.tools.filter((n) => !known.has(n)).map((n) => ({ name: n, description: "not available in this app", missing: true }))];
     for (const t of all) {
+      const reads = t.effect === "read";
       const use = h("input", { type: "checkbox", name: "tool", value: t.name, id: `tool-${t.name}`, checked: recipe.tools.includes(t.name) });
       const sign = h("input", { type: "checkbox", name: "signed_off", value: t.name, id: `sign-${t.name}`,
-        checked: recipe.signed_off.includes(t.name), disabled: !use.checked || t.readOnly });
-      use.addEventListener("change", () => { sign.disabled = !use.checked || t.readOnly; if (!use.checked) sign.checked = false; });
-      box.append(h("div", { class: `tool-choice${t.missing ? " missing" : ""}` },
+        checked: recipe.signed_off.includes(t.name), disabled: !use.checked || reads });
+      use.addEventListener("change", () => { sign.disabled = !use.checked || reads; if (!use.checked) sign.checked = false; });
+      const notes = [];
+      if (!t.missing && t.enabled === false) notes.push("off in this workspace: skipped when the recipe runs");
+      if (t.untrusted_output) notes.push("may read text others wrote");
+      box.append(h("div", { class: `tool-choice${t.missing ? " missing" : ""}${t.enabled === false ? " disabled" : ""}` },
         h("label", { class: "check", for: `tool-${t.name}` }, use, " ", h("code", { text: t.name }),
-          t.readOnly ? h("span", { class: "muted", text: " reads" }) : h("span", { class: "writes", text: " writes" })),
+          reads ? h("span", { class: "muted", text: " reads" }) : h("span", { class: "writes", text: " writes" }),
+          notes.length ? h("span", { class: "muted", text: ` (${notes.join("; ")})` }) : ""),
         h("label", { class: "check sign", for: `sign-${t.name}`, title: "Let this recipe make calls that would ask first, without asking" },
           sign, " sign off"),
         h("span", { class: "muted tool-about", text: t.description.split("\n")[0] })));
@@ -576,13 +570,14 @@
   async function openForm(recipe) {
     stopPolling();
     state.editing = recipe;
+    // Filled before it shows: nothing typed into it can be overwritten by the filling. The
+    // server's defaults arrive with the rest of what the form offers.
+    await loadMeta();
+    if (state.editing !== recipe) return;  // another form was asked for meanwhile
     const r = { ...NEW, ...(recipe || {}) };
     r.controls = { ...(r.controls || {}) };
     r.budgets = { ...NEW.budgets, ...(recipe ? recipe.budgets : {}) };
     r.notify = { ...NEW.notify, ...(r.notify || {}) };
-    // Filled before it shows: nothing typed into it can be overwritten by the filling.
-    await loadMeta();
-    if (state.editing !== recipe) return;  // another form was asked for meanwhile
     $("form-title").textContent = recipe ? `Edit ${recipe.name}` : "New recipe";
     document.title = `${$("form-title").textContent} · Recipes · noteloom`;
     clearErrors();
