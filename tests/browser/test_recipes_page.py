@@ -240,6 +240,15 @@ def test_an_agent_recipe_made_in_the_form_runs_now_and_shows_its_trace_and_repor
     row = page.locator(f'table.runs tr[data-run="{run_id}"]')
     expect(row.locator(".status")).to_have_attribute("data-status", "succeeded")
     expect(row).to_contain_text("manual")
+    # What it spent, today and this month, as the API counts it.
+    spend = live.api("GET", f"/api/v1/recipes/{detail['recipe_id']}/spend")
+    today = next(d for d in spend["days"] if d["runs"])
+    expect(page.locator("#recipe-spend")).to_contain_text(today["day"])
+    expect(page.locator("#recipe-spend tr.total")).to_contain_text(f"{spend['month']['input_tokens']:,} in")
+    # The page with no recipe open shows the workspace's month against its cap.
+    page.goto(live.page_url("/recipes"))
+    expect(page.locator("#cap-line")).to_contain_text("No monthly cap is set")
+    expect(page.locator("#workspace-spend-table tr.total")).to_contain_text("tokens")
 
 
 def test_the_pipeline_form_draws_its_jobs_settings_and_a_run_lists_each_items_verdict(page: Any, live: Live) -> None:

@@ -99,7 +99,7 @@
     if (m) return openRecipe(m[1]).catch(showError);
     document.title = "Recipes · noteloom";
     showView("empty-view");
-    return Promise.resolve();
+    return loadWorkspaceSpend();
   }
 
   function markCurrent(id) {
@@ -171,8 +171,48 @@
 
   // -- one recipe ---------------------------------------------------------------------------
 
+  // Spend per day (days with none left out) and this month, as a small table.
+  function spendTable(spend, id) {
+    const days = (spend.days || []).filter((d) => d.runs || d.input_tokens || d.output_tokens);
+    const month = spend.month || {};
+    const rows = days.map((d) => h("tr", {}, h("td", { text: d.day }), h("td", { text: String(d.runs) }),
+      h("td", { text: tokens(d.input_tokens, d.output_tokens) }), h("td", { text: money(d.cost_usd) })));
+    rows.push(h("tr", { class: "total" }, h("th", { scope: "row", text: `This month (${month.month || ""})` }),
+      h("td", { text: month.runs === undefined ? "" : String(month.runs) }),
+      h("td", { text: month.tokens !== undefined ? `${Number(month.tokens).toLocaleString()} tokens`
+        : tokens(month.input_tokens, month.output_tokens) }),
+      h("td", { text: money(month.cost_usd) })));
+    return h("table", { class: "runs spend", id },
+      h("thead", {}, h("tr", {}, ...["Day", "Runs", "Tokens", "Cost"].map((t) => h("th", { scope: "col", text: t })))),
+      h("tbody", {}, ...rows));
+  }
+
+  // The workspace's spending this month (chats and recipes together) against its monthly cap.
+  async function loadWorkspaceSpend() {
+    const box = $("workspace-spend");
+    if (!box) return;
+    try {
+      const spend = await api("GET", `${BASE}/spend`);
+      const m = spend.month || {};
+      const cap = [];
+      if (m.cap_tokens) cap.push(`${Number(m.cap_tokens).toLocaleString()} tokens`);
+      if (m.cap_cost_usd !== null && m.cap_cost_usd !== undefined) cap.push(money(m.cap_cost_usd));
+      box.replaceChildren(
+        h("h2", { text: "This month's spending" }),
+        h("p", { id: "cap-line", class: m.reached ? "form-error" : "muted",
+          text: m.reached ? m.reached
+            : cap.length ? `Monthly cap: ${cap.join(" and ")}; ${Math.round((m.fraction || 0) * 100)} % used (chats and recipes together).`
+            : "No monthly cap is set (`noteloom recipes cap`)." }),
+        spendTable(spend, "workspace-spend-table"));
+      box.hidden = false;
+    } catch (err) {
+      box.hidden = true;
+    }
+  }
+
   async function openRecipe(id) {
-    const [r, runs] = await Promise.all([api("GET", `${BASE}/${id}`), api("GET", `${BASE}/${id}/runs`)]);
+    const [r, runs, spend] = await Promise.all([api("GET", `${BASE}/${id}`), api("GET", `${BASE}/${id}/runs`),
+      api("GET", `${BASE}/${id}/spend`)]);
     document.title = `${r.name} · Recipes · noteloom`;
     const paused = !r.enabled;
     const view = $("recipe-view");
@@ -220,6 +260,7 @@
       upcoming ? h("h2", { text: "Next runs" }) : null, upcoming,
       r.prompt ? h("details", { class: "prompt" }, h("summary", { text: "Prompt" }), h("pre", { text: r.prompt })) : null,
       h("h2", { text: "Runs" }), table,
+      h("h2", { text: "Spending" }), spendTable(spend, "recipe-spend"),
       h("h2", { text: "Notes" }), notes, noteForm);
     showView("recipe-view");
   }
