@@ -25,6 +25,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 import noteloom.chat.tables
+import noteloom.memory.tables
 import noteloom.recipes.tables
 import noteloom.runs.tables
 import noteloom.vectors
@@ -36,7 +37,7 @@ from noteloom.workspace import Workspace
 
 #: Every module that declares tables on ``db.metadata`` (docs/schema.md). A table the
 #: migrations create and no module listed here models shows up as a difference.
-MODELS = (db, noteloom.chat.tables, noteloom.runs.tables, noteloom.recipes.tables, noteloom.workspace.annotations, noteloom.vectors)
+MODELS = (db, noteloom.chat.tables, noteloom.memory.tables, noteloom.runs.tables, noteloom.recipes.tables, noteloom.workspace.annotations, noteloom.vectors)
 MERGE = "0011_one_head"
 
 

@@ -41,6 +41,14 @@ conversations = sa.Table(
     sa.Column("max_cost", USD),
     sa.Column("time_limit", sa.Float),
     sa.Column("tool_policies", sa.JSON),
+    # Capabilities (NULL: the default; memory follows the workspace's, the others are off):
+    # the memory tools and context, search over past chats, the web tools, generic reads.
+    sa.Column("memory_access", sa.Boolean),
+    sa.Column("history_access", sa.Boolean),
+    sa.Column("web_access", sa.Boolean),
+    sa.Column("data_access", sa.Boolean),
+    # The data sources this chat may read (NULL: every source the workspace opted in).
+    sa.Column("data_sources", sa.JSON),
     # Running totals over the conversation's turns.
     sa.Column("input_tokens", sa.BigInteger, nullable=False, default=0),
     sa.Column("output_tokens", sa.BigInteger, nullable=False, default=0),
@@ -84,6 +92,8 @@ messages = sa.Table(
     sa.Column("selection_start", sa.Integer),
     sa.Column("selection_end", sa.Integer),
     sa.Column("selection_text", sa.Text),
+    # Assistant rows: the memories the turn's prompt was given (ids, titles, which layer).
+    sa.Column("memories", sa.JSON),
     sa.Column("created_time", MS, nullable=False),
     sa.Column("started_time", MS),
     sa.Column("finished_time", MS),

@@ -54,6 +54,8 @@ recipes = sa.Table(
     # The next time the schedule fires (UTC ms); NULL for manual and interactive recipes.
     sa.Column("next_fire_time", MS),
     sa.Column("scratch", sa.Text, nullable=False),  # agent mode's workspace document
+    # The data sources its generic reads may use (NULL: none; see noteloom's data tools).
+    sa.Column("data_sources", sa.JSON),
     sa.Column("created_time", MS, nullable=False),
     sa.Column("updated_time", MS, nullable=False),
     sa.UniqueConstraint("user_id", "name", name="uq_recipes_user_name"),
@@ -85,6 +87,8 @@ recipe_runs = sa.Table(
     sa.Column("items_failed", sa.Integer, nullable=False),
     sa.Column("tool_calls", sa.Integer, nullable=False),
     sa.Column("dry_run", sa.Boolean, nullable=False),
+    # The memories the run's prompt was given.
+    sa.Column("memories", sa.JSON),
     sa.Column("created_time", MS, nullable=False),
     sa.Column("finished_time", MS),
     sa.Index("ix_recipe_runs_recipe", "recipe_id", "created_time"),
