@@ -324,6 +324,16 @@ class _NoServices:
         return None
 
 
+@dataclass(frozen=True)
+class CallOrigin:
+    """Where a tool call comes from: a chat turn (its conversation and assistant message) or
+    a recipe run. Tools that write provenance (``remember``) record it."""
+
+    conversation_id: str | None = None
+    message_id: str | None = None
+    run_id: str | None = None
+
+
 @dataclass
 class ToolContext:
     """What a tool call runs with."""
@@ -336,6 +346,11 @@ class ToolContext:
     #: Read-only settings from noteloom.toml and services later layers add (the semantic index …).
     settings: dict[str, Any] = field(default_factory=dict)
     services: ToolServices = field(default_factory=_NoServices)
+    #: The chat turn or recipe run making the call (``None``: MCP, the command line).
+    origin: CallOrigin | None = None
+    #: The data sources generic reads may use on this call (``None``: every source the
+    #: workspace opted in; a chat's or recipe's allowlist narrows it).
+    data_sources: frozenset[str] | None = None
 
     def allowed_notebooks(self, *, conn: Connection | None = None) -> set[str] | None:
         """Notebook ids in scope (``None`` = all). Computed per call: notebooks change.
