@@ -454,3 +454,40 @@ async def test_a_model_whose_provider_needs_a_key_not_set_here_is_saved_with_a_w
     with pytest.raises(InvalidInput) as refused:
         service(app).add(owner, {"name": "never", "prompt": "x", "model": "nosuchprovider:m"})
     assert refused.value.field == "model"
+
+
+async def test_what_a_run_tells_its_owner_reaches_the_notification_channels_even_for_a_reaped_run(
+    app: App,
+) -> None:
+    from noteloom.plugins import Notification, hookimpl
+
+    got: list[Notification] = []
+
+    class Recorder:
+        name = "recorder"
+
+        async def send(self, notification: Notification) -> None:
+            got.append(notification)
+
+    class Plugin:
+        @hookimpl
+        def register_notification_channels(self, register: Any) -> None:
+            register(Recorder())
+
+    app.plugins.register(Plugin())
+    scripted(app, [{"error": "api_auth_failed"}])
+    _recipe(app)
+    owner = app.workspace.ensure_owner()
+    async with running(app) as runner:
+        run = await service(app).run_now(owner, "digest")
+        assert run["status"] == "failed"
+        assert [(n.kind, n.run_id) for n in got] == [("failure", run["run_id"])]  # sent once the end committed
+        with db.write_tx(app.engine) as c:
+            recipe = store.find(c, owner.id, "digest")
+            reaped_id, _ = runner.begin(c, recipe, trigger="manual")
+            c.execute(rt.runs.update().where(rt.runs.c.id == reaped_id).values(runner_id="f" * 32, heartbeat_time=0))
+        assert await anyio.to_thread.run_sync(runner.engine.reap, db.now_ms()) == [reaped_id]
+        with anyio.fail_after(60):  # bounds a delivery that never comes; the sweep looks every 2 s
+            while len(got) < 2:
+                await anyio.sleep(0.05)
+    assert [(n.kind, n.run_id) for n in got][1] == ("failure", reaped_id)

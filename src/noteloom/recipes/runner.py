@@ -31,6 +31,7 @@ import dataclasses
 import json
 import logging
 import secrets
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -182,6 +183,10 @@ class RecipeRunner:
         self.after_commit = after_commit
         #: The notifications each settling run wrote, delivered once its end is committed.
         self._told: dict[str, list[str]] = {}
+        #: What the reaper's runs told (written in the reaper's thread and transaction): the
+        #: owner of the runner delivers them once they are committed (``take_unsent``).
+        self._unsent: list[str] = []
+        self._unsent_lock = threading.Lock()
         engine.on_reap(RUN_KIND, self._reaped)
 
     # -- starting ---------------------------------------------------------------------------
@@ -689,6 +694,17 @@ class RecipeRunner:
                      f"{state.tokens} tokens and ${state.cost} in {state.month} across chats and recipes.")
         return ids
 
+    def take_unsent(self) -> list[str]:
+        """The notifications reaped runs wrote that nobody has delivered yet (taken once)."""
+        with self._unsent_lock:
+            out, self._unsent = self._unsent, []
+        return out
+
+    def put_back(self, ids: list[str]) -> None:
+        """Notifications taken too early (their transaction had not committed): later."""
+        with self._unsent_lock:
+            self._unsent[:0] = ids
+
     def _reaped(self, c: Connection, run: Run, error: RunError, open_calls: list[RunCall] | Any,
                 ) -> tuple[dict[str, Any], dict[str, Any]]:
         """A run whose process died: failed, interrupted, counted, told."""
@@ -697,7 +713,9 @@ class RecipeRunner:
         rec = store.get_run(c, run.id)
         recipe = store.get(c, rec.recipe_id) if rec is not None else None
         if recipe is not None and rec is not None and not rec.dry_run:
-            self._after(c, recipe, run.id, _Outcome("failed", error_code=error.code, error_message=message), None)
+            told = self._after(c, recipe, run.id, _Outcome("failed", error_code=error.code, error_message=message), None)
+            with self._unsent_lock:
+                self._unsent.extend(told)
         shown = error.as_dict()
         return shown, {"status": "failed", "error": shown}
 

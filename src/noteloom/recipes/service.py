@@ -15,6 +15,7 @@ everything else works from any process: they go through the database.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -22,7 +23,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+import anyio
 import sqlalchemy as sa
+from anyio import to_thread
 
 from noteloom import db
 from noteloom.errors import InvalidInput, NotFound, Unavailable
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
     from noteloom.workspace import User
 
 EXPORT_VERSION = 1
+#: Seconds between looks for notifications the reaper wrote (runs of processes that died).
+REAPED_DELIVERY_POLL = 2.0
 #: Recipes one import may hold (a file of YAML aliases could otherwise ask for millions).
 IMPORT_MAX = 500
 
@@ -582,19 +587,31 @@ class RecipeService:
         run_engine = engine or RunEngine(self.db)
         options.setdefault("notify", notes.notify)
         runner = RecipeRunner(self.host, run_engine, after_commit=deliver, **options)
-        if engine is None:
-            async with run_engine.running():
-                self.runner = runner
-                try:
-                    yield runner
-                finally:
-                    self.runner = None
-        else:
+
+        def stored(ids: list[str]) -> list[str]:
+            return [i for i in ids if notes.get(i) is not None]
+
+        async def deliver_reaped() -> None:
+            """What the engine's reaper told owners (runs of processes that died), once committed."""
+            while True:
+                ids = runner.take_unsent()
+                if ids:
+                    committed = await to_thread.run_sync(stored, ids)
+                    runner.put_back([i for i in ids if i not in committed])
+                    await deliver(committed)
+                await anyio.sleep(REAPED_DELIVERY_POLL)
+
+        async with contextlib.AsyncExitStack() as stack:
+            if engine is None:
+                await stack.enter_async_context(run_engine.running())
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            tg.start_soon(deliver_reaped)
             self.runner = runner
             try:
                 yield runner
             finally:
                 self.runner = None
+                tg.cancel_scope.cancel()
 
     @asynccontextmanager
     async def scheduling(self) -> AsyncIterator[Scheduler]:
