@@ -1,4 +1,4 @@
-"""Fuzzing /api/v1: about 2,000 hostile requests over every notes and chat route.
+"""Fuzzing /api/v1: about 2,000 hostile requests over every notes, chat, recipes and notifications route.
 
 Routes, parameters and bodies come from the app's own OpenAPI document, so a route added
 later is fuzzed too. Values are mostly plausible (so handlers run: real ids, valid
@@ -33,7 +33,7 @@ from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
 from noteloom.web.app import create_web_app
 
-TAGS = {"notes", "chat"}
+TAGS = {"notes", "chat", "recipes", "notifications"}
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 # Routes that stream until a turn settles: only ever asked about settled turns (or missing ones).
 STREAMING = re.compile(r"/events$")
@@ -74,6 +74,16 @@ class Api:
                 self.ids["message_id"].append(sent.json()["message_id"])
             else:
                 self.spare.append(sent.json()["conversation_id"])
+        # Recipes: the runner of this process, a recipe by id and by name, and a settled run.
+        self._recipes = portal.wrap_async_context_manager(self.app.services.recipes.running())  # type: ignore[union-attr]
+        self._recipes.__enter__()
+        owner = ws.ensure_owner()
+        recipe = self.app.services.recipes.add(owner, {"name": "digest", "prompt": "Report.",  # type: ignore[union-attr]
+                                                       "model": "play:script", "tools": ["search_notes"]})
+        ran = portal.call(self.app.services.recipes.run_now, owner, "digest")  # type: ignore[union-attr]
+        assert ran["status"] == "succeeded", ran
+        self.ids["ref"] = [recipe["id"], "digest"]
+        self.ids["run_id"] = [ran["run_id"]]
         doc = self.request("GET", "/api/v1/openapi.json", b"", {}).json()
         self.schemas: dict[str, Any] = doc["components"]["schemas"]
         self.routes = [(method.upper(), path, op) for path, ops in doc["paths"].items() for method, op in ops.items()
@@ -85,6 +95,7 @@ class Api:
 
     def close(self) -> None:
         self.portal.call(self.client.aclose)
+        self._recipes.__exit__(None, None, None)
         self._chat.__exit__(None, None, None)
         self.app.close()
 
@@ -161,7 +172,8 @@ def requests(draw: st.DrawFn, api: Api) -> tuple[str, str, bytes, dict[str, str]
         if where == "path":
             known = api.ids.get(name, [])
             if STREAMING.search(path):
-                known = api.ids["message_id"]  # settled: its stream ends
+                # Settled: its stream ends.
+                known = api.ids["run_id"] if path.startswith("/api/v1/recipes") else api.ids["message_id"]
             if method == "DELETE":
                 known = api.spare
             value = draw(st.sampled_from(known) | st.just("f" * 32)) if known and draw(st.integers(0, 5)) else draw(
