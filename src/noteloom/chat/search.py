@@ -1,0 +1,152 @@
+"""Search over a user's past conversations: the one place chat text is matched.
+
+A search matches the user's words *literally* (``%``, ``_``, quotes and backslashes are
+plain characters; LIKE's wildcards are escaped, the text travels as a bound parameter)
+and ignoring case, against a conversation's title and the text of its user and
+assistant messages (not tool results, not slash-command notes). Only the searcher's own
+conversations that are not deleted are read, newest activity first.
+
+Every search of chat text goes through :func:`searchable`, a predicate on the
+conversation row. Today it admits every conversation; sealed chats (a later issue) must
+never be searchable, and that issue narrows it here (``conversations.c.sealed.is_(False)``
+or the like) — nothing else reads chat text for search. Should chat text ever get a
+full-text index, it is built and queried here too, behind the same predicate, so no
+sealed text enters it.
+
+Matching is a scan, not an index: 2,000 conversations of 20 messages each (40,000
+messages of ~420 characters) take 30–55 ms a search on SQLite and 0.2 s on PostgreSQL
+(ILIKE over 17 MB; ``tests/test_history_tools.py`` prints the figures), well under a
+model call. A trigram index (PostgreSQL) or FTS table would go here, behind the same
+predicate.
+Case folding is the database's: PostgreSQL folds every script; SQLite's ``lower`` folds
+ASCII letters only, so ``É`` finds ``é`` there only when typed in the same case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from noteloom.chat import tables as t
+
+#: The longest snippet returned, in characters (ellipses excluded).
+SNIPPET_CHARS = 200
+#: The most conversations one search returns.
+MAX_HITS = 50
+#: The longest query taken, in characters.
+QUERY_MAX = 200
+#: The roles whose text is searched.
+SEARCHED_ROLES = ("user", "assistant")
+
+
+@dataclass(frozen=True)
+class ConversationHit:
+    """One conversation a search found: where it matched and the text around the match."""
+
+    conversation_id: str
+    title: str
+    created_time: int
+    updated_time: int
+    #: ``message`` when some message's text matched (the snippet is from the earliest such
+    #: message), else ``title``.
+    matched: Literal["title", "message"]
+    snippet: str
+    message_id: str | None = None
+
+
+def searchable(conversations: sa.Table = t.conversations) -> ColumnElement[bool]:
+    """Whether a conversation's text may be searched at all: the hook for sealed chats.
+
+    Every search in this module filters by it; a conversation it refuses is never matched,
+    counted or quoted."""
+    return sa.true()
+
+
+def _contains(column: ColumnElement[str], needle: str, dialect: str) -> ColumnElement[bool]:
+    """``column`` contains ``needle`` as written, ignoring case (wildcards escaped)."""
+    if dialect == "sqlite":
+        # SQLite's LIKE ignores ASCII case itself; lower() on every row first costs a third more.
+        return column.contains(needle, autoescape=True)
+    return column.icontains(needle, autoescape=True)
+
+
+def search_conversations(
+    conn: Connection,
+    user_id: str,
+    query: str,
+    *,
+    limit: int = 10,
+    exclude: str | None = None,
+) -> tuple[list[ConversationHit], bool]:
+    """The user's own conversations matching ``query``, most recently active first, and
+    whether there were more than ``limit``. ``exclude`` names a conversation to leave out
+    (the one asking: its latest message holds the query itself)."""
+    needle = " ".join(query.split()).lower()[:QUERY_MAX]
+    if not needle:
+        return [], False
+    limit = max(1, min(limit, MAX_HITS))
+    cv, m = t.conversations, t.messages
+    dialect = conn.dialect.name
+    in_message = (
+        sa.select(m.c.id)
+        .where(m.c.conversation_id == cv.c.id, m.c.role.in_(SEARCHED_ROLES), _contains(m.c.content, needle, dialect))
+        .exists()
+    )
+    q = (
+        sa.select(cv.c.id, cv.c.title, cv.c.created_time, cv.c.updated_time)
+        .where(cv.c.user_id == user_id, cv.c.deleted_time.is_(None), searchable(cv))
+        .where(sa.or_(_contains(cv.c.title, needle, dialect), in_message))
+        .order_by(cv.c.updated_time.desc(), cv.c.id)
+        .limit(limit + 1)
+    )
+    if exclude is not None:
+        q = q.where(cv.c.id != exclude)
+    rows = conn.execute(q).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if not rows:
+        return [], False
+    ids = [r.id for r in rows]
+    first = (
+        sa.select(m.c.conversation_id, sa.func.min(m.c.position).label("position"))
+        .where(m.c.conversation_id.in_(ids), m.c.role.in_(SEARCHED_ROLES), _contains(m.c.content, needle, dialect))
+        .group_by(m.c.conversation_id)
+        .subquery()
+    )
+    found = {
+        r.conversation_id: (r.id, r.content)
+        for r in conn.execute(
+            sa.select(m.c.conversation_id, m.c.id, m.c.content).join(
+                first, sa.and_(m.c.conversation_id == first.c.conversation_id, m.c.position == first.c.position)
+            )
+        )
+    }
+    hits = []
+    for r in rows:
+        message = found.get(r.id)
+        if message is None:
+            hits.append(ConversationHit(r.id, r.title, r.created_time, r.updated_time, "title", snippet(r.title, needle)))
+        else:
+            hits.append(ConversationHit(r.id, r.title, r.created_time, r.updated_time, "message",
+                                        snippet(message[1], needle), message[0]))
+    return hits, more
+
+
+def snippet(text: str, needle: str, width: int = SNIPPET_CHARS) -> str:
+    """At most ``width`` characters of ``text`` (whitespace collapsed) around the first
+    place ``needle`` occurs, with ``…`` where it was cut."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    at = flat.lower().find(needle.lower())
+    if at < 0:
+        at = 0
+    # The match a third of the way in: some words before it, more after.
+    start = max(0, min(at - width // 3, len(flat) - width))
+    end = start + width
+    out = flat[start:end]
+    return ("…" if start > 0 else "") + out + ("…" if end < len(flat) else "")
