@@ -126,7 +126,7 @@ def test_the_caps_themselves_are_accepted(any_app: App) -> None:
 def test_search_over_ten_thousand_memories(any_app: App, capsys: pytest.CaptureFixture[str]) -> None:
     """Measured, not asserted on time: the figure is printed for the report."""
     a, b = person(any_app, "ann"), person(any_app, "bob")
-    words = "apple banana cherry delta echo fox golf hotel india juliet kilo lima mike".split()
+    words = ["apple", "banana", "cherry", "delta", "echo", "fox", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike"]
     tm = now_ms()
     rows = []
     for i in range(10_000):

@@ -273,7 +273,7 @@ async def test_list_tags_lists_only_tags_on_notes(app: App) -> None:
 async def test_write_tools_are_off_by_default_and_cannot_be_called(app: App) -> None:
     enabled = app.registry.enabled(app.workspace)
     assert {"search_notes", "read_note", "read_notes", "list_notebooks", "list_tags", "list_trash"} <= {t.name for t in enabled}
-    assert all(t.effect == "read" for t in enabled)
+    assert all(not t.writes_out for t in enabled), "nothing beyond the user's own memories is written by default"
     for name in ("create_note", "update_note", "delete_note", "manage_tags", "create_notebook", "restore_note"):
         with pytest.raises(UnknownTool):
             await call(app, name, {"id": "x", "title": "t"}, enable=False)

@@ -175,6 +175,12 @@ class ToolDef:
     #: Its output can carry text the user did not write (clipped notes today): the agent
     #: fences such results and a recipe using the tool counts as tainted.
     untrusted_output: bool = False
+    #: It writes only to the acting user's own memories (``remember``, ``forget``): nothing
+    #: that another person, a note or the outside world reads, and everything that reads it
+    #: back fences it as untrusted (``recall`` declares ``untrusted_output``). The taint gate
+    #: does not count it as a tool that can write (:attr:`writes_out`); sign-off, MCP hints
+    #: and the effect stay as for any write.
+    private_write: bool = False
     #: How a person's screen shows a result: ``(validated input, output payload) ->
     #: RenderSpec | None`` (noteloom.renderspec), called after each successful call. Without
     #: one, or when it fails, the chat shows the result as JSON.
@@ -209,6 +215,12 @@ class ToolDef:
         if self.effect == "read":
             return False
         return True if self.approval is None else bool(self.approval(args))
+
+    @property
+    def writes_out(self) -> bool:
+        """Whether the taint gate counts it as a tool that can write: it changes something
+        beyond the acting user's own memories."""
+        return self.effect != "read" and not self.private_write
 
     @property
     def may_need_approval(self) -> bool:

@@ -333,7 +333,7 @@ class RecipeRunner:
         spec = prep.recipe.spec
         if spec.mode == "agent":
             readers = [t.name for t in prep.tools if t.untrusted_output]
-            writers = [t.name for t in prep.tools if t.effect != "read"]
+            writers = [t.name for t in prep.tools if t.writes_out]
             tainted = bool(readers and writers)
         else:
             job = self.host.pipeline_jobs.get(spec.job or "")

@@ -83,7 +83,7 @@ class RecipeService:
                                 "recipe runs, and the run's trace says so")
             chosen = [tools[n] for n in spec.tools if n in tools]
             readers = [t.name for t in chosen if t.untrusted_output]
-            writers = [t.name for t in chosen if t.effect != "read"]
+            writers = [t.name for t in chosen if t.writes_out]
             if readers and writers and not spec.allow_tainted_writes:
                 raise InvalidInput(
                     f"this recipe's tools read text others wrote ({', '.join(readers)}) and can write "
