@@ -45,6 +45,7 @@ COMMAND_MODULES = [
     "noteloom.cli.interop_cmds",
     "noteloom.cli.chat_cmds",
     "noteloom.cli.recipe_cmds",
+    "noteloom.cli.memory_cmds",
     "noteloom.cli.plugin_cmds",  # installed plugins' commands, after ours (none can replace one)
 ]
 
