@@ -85,6 +85,8 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.sessions",
     "noteloom.web.chat_page",
     "noteloom.web.recipes_page",
+    "noteloom.web.memory_api",
+    "noteloom.web.memory_page",
     "noteloom.web.notifications_api",
     "noteloom.web.tool_policies",
     "noteloom.web.plugin_routes",
