@@ -45,7 +45,7 @@ SESSION_HEADER = "x-noteloom-session"
 #: file, the health check) or checks a credential of its own (sign-in takes the token in
 #: its JSON body). Anything not listed here needs a credential, so a new route is private
 #: until someone decides otherwise.
-PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/recipes", "/api/docs", "/api/v1/auth/sign-in"})
+PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/recipes", "/memory", "/api/docs", "/api/v1/auth/sign-in"})
 # The shells of a note, a notebook, a recipe and a recipe's run: exactly an id, so no other route
 # under them slips in.
 # A plugin's static files (web/plugin_routes.py answers that prefix for every plugin with
