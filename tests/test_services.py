@@ -137,7 +137,7 @@ def test_the_services_are_built_in_dependency_order_before_the_tools(tmp_path: P
         assert "semantic_search_notes" in _names(app)
         assert app.left_out == []
         assert isinstance(app.services.semantic, SemanticIndex)
-        assert app.services.on() == ["providers", "semantic", "recipes"]
+        assert app.services.on() == ["providers", "semantic", "recipes", "data"]
         anyio.run(app.registry.call, app.tool_context(), "needs_semantic_providers", {})
         assert plugin.seen == [[app.services.semantic, app.services.providers]]
     finally:

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from noteloom import db
 from noteloom.config import SETTINGS_FILE, Settings, load_settings
+from noteloom.data import DataCatalog
 from noteloom.embedders import EmbedderFactory
 from noteloom.errors import AuthError
 from noteloom.pipeline import PipelineJob
@@ -244,6 +245,7 @@ def open_app(
         workspace.purge_expired(settings.trash_retention_days)
     pm = plugin_manager(plugins, load_entry_points=load_entry_points)
     services = _services(engine, settings, pm, env, embed_service)
+    services.add("data", DataCatalog(settings.file))  # generic reads; bad [data] fails here
     app = App(settings, engine, workspace, pm, ToolRegistry(), services)
     app.pipeline_jobs = pipeline_jobs(pm)
     # Before the tools: create_recipe requires it.

@@ -204,6 +204,7 @@ DEFAULT_PLUGINS: list[str] = [
     "noteloom.default_plugins.pipeline_jobs",
     "noteloom.default_plugins.recipe_tools",
     "noteloom.default_plugins.history_tools",
+    "noteloom.default_plugins.data_tools",
     "noteloom.default_plugins.memory_tools",
 ]
 
