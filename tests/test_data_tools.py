@@ -429,3 +429,18 @@ def test_a_password_in_a_url_is_never_shown(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         DataCatalog({"data": {"sources": {"x": {"url": "mysql://me:hunter2@host/db", "tables": {"t": {"description": "d"}}}}}})
     assert "hunter2" not in str(err.value)
+
+
+async def test_the_notebook_scope_bounds_notes_notebooks_and_tags(ws_app: App) -> None:
+    from noteloom.tools import SCOPE_KEY
+
+    app = ws_app
+    ws = app.workspace
+    work, home = ws.create_notebook("Work"), ws.create_notebook("Home")
+    ws.create_note("report", notebook_id=work.id, tags=["office"])
+    ws.create_note("garden", notebook_id=home.id, tags=["plants"])
+    ws.set_setting(SCOPE_KEY, ["Work"])
+    assert [r["title"] for r in await _rows(app, "notes")] == ["report"]
+    assert [r["title"] for r in await _rows(app, "notebooks")] == ["Work"]
+    assert [r["title"] for r in await _rows(app, "tags")] == ["office"]
+    assert await _rows(app, "notes", filters={"notebook_id": home.id}) == []
