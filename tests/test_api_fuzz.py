@@ -1,4 +1,5 @@
-"""Fuzzing /api/v1: about 2,000 hostile requests over every notes, chat, recipes and notifications route.
+"""Fuzzing /api/v1: about 2,000 hostile requests over every notes, chat, recipes, notifications
+and memory route.
 
 Routes, parameters and bodies come from the app's own OpenAPI document, so a route added
 later is fuzzed too. Values are mostly plausible (so handlers run: real ids, valid
@@ -33,7 +34,7 @@ from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
 from noteloom.web.app import create_web_app
 
-TAGS = {"notes", "chat", "recipes", "notifications"}
+TAGS = {"notes", "chat", "recipes", "notifications", "memory"}
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 # Routes that stream until a turn settles: only ever asked about settled turns (or missing ones).
 STREAMING = re.compile(r"/events$")
@@ -83,6 +84,10 @@ class Api:
         ran = portal.call(self.app.services.recipes.run_now, owner, "digest")  # type: ignore[union-attr]
         assert ran["status"] == "succeeded", ran
         self.ids["ref"] = [recipe["id"], "digest"]
+        from noteloom.memory import store as memories
+
+        with ws.write() as c:
+            self.ids["memory_id"] = [memories.add(c, owner.id, "Allergic to shellfish", title="Allergy").id]
         self.ids["run_id"] = [ran["run_id"]]
         doc = self.request("GET", "/api/v1/openapi.json", b"", {}).json()
         self.schemas: dict[str, Any] = doc["components"]["schemas"]
