@@ -213,7 +213,9 @@ async def test_conversation_toggles_keep_writes_away_from_the_model(app: App) ->
         await settle(chat, owner, sent.message_id)
         names = {s.name for s in provider.requests[-1].tools}
         assert "search_notes" in names and "create_note" not in names
-        await chat.update_conversation(owner, sent.conversation_id, controls={"workspace_tools": False})
+        # Memory is a capability of its own, on by default (tests/test_chat_memory.py): off too, no tool is left.
+        await chat.update_conversation(owner, sent.conversation_id,
+                                       controls={"workspace_tools": False, "memory_access": False})
         nxt = await chat.send(owner, "y", conversation_id=sent.conversation_id)
         await settle(chat, owner, nxt.message_id)
     assert provider.requests[-1].tools == ()

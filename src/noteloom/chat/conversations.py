@@ -49,6 +49,11 @@ def conversation_from_row(r: Any) -> Conversation:
         max_cost=r.max_cost,
         time_limit=r.time_limit,
         tool_policies=dict(r.tool_policies or {}),
+        memory_access=_flag(r.memory_access),
+        history_access=_flag(r.history_access),
+        web_access=_flag(r.web_access),
+        data_access=_flag(r.data_access),
+        data_sources=[str(x) for x in r.data_sources] if isinstance(r.data_sources, list) else None,
     )
     return Conversation(
         id=r.id,
@@ -64,6 +69,10 @@ def conversation_from_row(r: Any) -> Conversation:
         updated_time=r.updated_time,
         deleted_time=r.deleted_time,
     )
+
+
+def _flag(value: Any) -> bool | None:
+    return None if value is None else bool(value)
 
 
 def missing(conversation_id: str) -> str:

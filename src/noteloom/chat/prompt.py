@@ -2,7 +2,8 @@
 
 The voice is the conversation's own instructions, else the global setting, else a
 built-in default. The scaffolding: Markdown rules, tool rules when tools are offered,
-the open note (title, body, selection — capped) and the current date and time. The
+the open note (title, body, selection — capped), the memories chosen for the message
+(when memory is on) and the current date and time. The
 stable blocks come first so providers can cache them; the note and the clock follow.
 A note clipped from the web is fenced as untrusted text; the agent adds the contract
 that explains the fence (the turn asks it to).
@@ -63,8 +64,10 @@ def system_prompt(
     tool_names: Sequence[str],
     body_cap: int = NOTE_BODY_CAP,
     nonce: str = "",
+    memory: str = "",
 ) -> list[SystemBlock]:
-    """The blocks of the system prompt, stable ones first. ``nonce`` fences an untrusted note."""
+    """The blocks of the system prompt, stable ones first. ``nonce`` fences an untrusted note;
+    ``memory`` is the turn's memory context, fenced already (``noteloom.memory.context``)."""
     blocks = [SystemBlock(voice_text), SystemBlock(MARKDOWN_RULES)]
     session = set(session_tool_names(note))
     if any(n not in session for n in tool_names):
@@ -73,6 +76,8 @@ def system_prompt(
         blocks.append(SystemBlock(SESSION_TOOL_RULES))
     if note is not None:
         blocks.append(SystemBlock(note_block(note, body_cap, nonce), cache=False))
+    if memory:  # chosen for this message: after the cached blocks
+        blocks.append(SystemBlock(memory, cache=False))
     stamp = now.strftime("%A %d %B %Y, %H:%M") + (f" ({now.tzname()})" if now.tzname() else "")
     blocks.append(SystemBlock(f"Current date and time: {stamp}.", cache=False))
     return blocks

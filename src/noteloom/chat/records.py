@@ -40,6 +40,15 @@ EventKind = Literal[
     "done",  # the turn settled; always the last event of a run
 ]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
+#: A conversation's capability toggles, and the tools each one offers (off: none of them, and
+#: nothing of that kind in the prompt). Web tools come later: the toggle exists already.
+CAPABILITY_TOOLS: dict[str, tuple[str, ...]] = {
+    "memory_access": ("remember", "recall", "forget"),
+    "history_access": ("search_conversations",),
+    "web_access": (),
+    "data_access": ("describe_data", "query_data"),
+}
+CAPABILITIES: tuple[str, ...] = tuple(CAPABILITY_TOOLS)
 #: The command of the note row ``/clear`` writes: history sent to a model starts after it.
 CLEAR_COMMAND = "clear"
 
@@ -68,6 +77,15 @@ class Controls:
     #: This conversation's own tool policies (tool name -> auto | confirm | deny), the last
     #: layer of noteloom.policy; ``deny`` from any other layer still wins.
     tool_policies: dict[str, Policy] = field(default_factory=dict)
+    #: Capabilities; ``None`` = the default. Memory (remember, recall, forget and the memory
+    #: context in the prompt) follows the workspace's ``chat.memory_default``, on unless set
+    #: off; history (search_conversations), web and data (describe_data, query_data) are off.
+    memory_access: bool | None = None
+    history_access: bool | None = None
+    web_access: bool | None = None
+    data_access: bool | None = None
+    #: The data sources generic reads may use here (``None``: every source the workspace opted in).
+    data_sources: list[str] | None = None
 
     def budgets(self) -> Budgets:
         """This conversation's budget layer (the output tokens from ``max_tokens``)."""
@@ -110,6 +128,17 @@ def check_controls(c: Controls) -> Controls:
     for name in ("workspace_tools", "workspace_writes"):
         if not isinstance(getattr(c, name), bool):
             raise InvalidInput(f"{name} must be true or false, not {getattr(c, name)!r}", field=name)
+    for name in CAPABILITIES:
+        value = getattr(c, name)
+        if value is not None and not isinstance(value, bool):
+            raise InvalidInput(f"{name} must be true, false or null (the default), not {value!r}", field=name)
+    if c.data_sources is not None:
+        sources = c.data_sources
+        if (not isinstance(sources, list | tuple) or len(sources) > 200
+                or not all(isinstance(x, str) and 0 < len(x.strip()) <= 200 for x in sources)):
+            raise InvalidInput("data_sources must be a list of data source names (at most 200), or null for every "
+                               "source the workspace opted in; describe_data lists them", field="data_sources")
+        c = replace(c, data_sources=list(dict.fromkeys(x.strip() for x in sources)))
     if c.max_steps is not None and not (isinstance(c.max_steps, int) and not isinstance(c.max_steps, bool)
                                         and 1 <= c.max_steps <= 1000):
         raise InvalidInput(f"max_steps {c.max_steps!r} is out of range; use a whole number from 1 to 1000",
@@ -210,6 +239,9 @@ class ChatMessage:
     command: str | None = None
     started_time: int | None = None
     finished_time: int | None = None
+    #: Assistant rows: the memories the turn's prompt was given (id, title, layer 1 or 2);
+    #: ``None`` when memory was off (or the turn is older than memory).
+    memories: tuple[dict[str, Any], ...] | None = None
 
     @property
     def settled(self) -> bool:

@@ -34,7 +34,14 @@ from noteloom.chat.records import (
 )
 from noteloom.chat.turns import TurnRunner
 from noteloom.chat.views import conversation_view, edit_view, message_view, usd
-from noteloom.chat.wiring import ChatSettings, Host, Stores, providers_of
+from noteloom.chat.wiring import (
+    MEMORY_DEFAULT_KEY,
+    ChatSettings,
+    Host,
+    Stores,
+    memory_default,
+    providers_of,
+)
 from noteloom.errors import ConfigError, InvalidInput, NotFound, Unavailable
 from noteloom.workspace import Note, User
 
@@ -156,6 +163,11 @@ class ChatService:
                          "thinking_level": d.thinking_level,
                          # [agent] in noteloom.toml; null: the loop's default (8 steps) or no limit.
                          "max_steps": b.max_steps, "max_cost": usd(b.max_cost), "time_limit": b.time_limit},
+            # What a capability left to its default (null) is: memory follows the workspace.
+            "capabilities": {"memory_access": memory_default(self.host.workspace.get_setting(MEMORY_DEFAULT_KEY)),
+                             "history_access": False, "web_access": False, "data_access": False},
+            # Capabilities that cannot be turned on yet, and why (the settings show them disabled).
+            "unavailable": {"web_access": "not configured yet"},
         }
 
     # -- sending ----------------------------------------------------------------------

@@ -9,7 +9,8 @@ the note the user has open. Building the list is a pure function of its inputs.
 
 Session tools never write: each call becomes a proposed edit the user accepts or
 rejects (``propose_edit``). The conversation's toggles narrow the workspace tools
-(off, or read-only); they never add a tool the registry has disabled.
+(off, or read-only) and offer each capability's tools (memory, history, data) only while
+it is on; they never add a tool the registry has disabled.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from noteloom.chat.anchors import AnchorError, SessionTool, fenced_blocks, plan
 from noteloom.chat.edits import Edits
-from noteloom.chat.records import Controls, ProposedEdit, Selection
+from noteloom.chat.records import CAPABILITY_TOOLS, Controls, ProposedEdit, Selection
 from noteloom.errors import NotFound
 from noteloom.tools import ToolContext, ToolDef, ToolError
 
@@ -104,12 +105,27 @@ def session_tool_names(note: FocusedNote | None) -> list[SessionTool]:
 
 
 def workspace_tools(enabled: Sequence[ToolDef], controls: Controls) -> list[ToolDef]:
-    """The registry's enabled tools, narrowed by the conversation's toggles."""
-    if not controls.workspace_tools:
-        return []
-    if not controls.workspace_writes:
-        return [t for t in enabled if t.effect == "read"]
-    return list(enabled)
+    """The registry's enabled tools, narrowed by the conversation's toggles: a capability's
+    tools (memory, history, data, web) only while it is on — and then whatever the note
+    toggles say — and the other tools by the workspace and writes toggles. ``controls`` is
+    resolved: a capability left to its default counts as on only when it is ``True``."""
+    out: list[ToolDef] = []
+    for t in enabled:
+        capability = capability_of(t.name)
+        if capability is not None:
+            if getattr(controls, capability) is True:
+                out.append(t)
+        elif controls.workspace_tools and (controls.workspace_writes or t.effect == "read"):
+            out.append(t)
+    return out
+
+
+def capability_of(tool_name: str) -> str | None:
+    """The capability toggle that offers ``tool_name`` (``memory_access`` …), or ``None``."""
+    for capability, names in CAPABILITY_TOOLS.items():
+        if tool_name in names:
+            return capability
+    return None
 
 
 def session_tool(name: SessionTool, propose: Proposer) -> ToolDef:

@@ -73,6 +73,7 @@ def _message_from_row(r: Any) -> ChatMessage:
         command=r.command,
         started_time=r.started_time,
         finished_time=r.finished_time,
+        memories=tuple(x for x in r.memories if isinstance(x, dict)) if isinstance(r.memories, list) else None,
     )
 
 
@@ -277,10 +278,12 @@ class Transcript:
         stop_reason: str | None,
         error_code: str | None = None,
         error_message: str | None = None,
+        memories: Sequence[dict[str, Any]] | None = None,
         conn: Connection,
     ) -> None:
         """Settle a run of a turn; its tokens and cost are added to the message's and the
-        conversation's totals (a resumed turn adds each run's share once)."""
+        conversation's totals (a resumed turn adds each run's share once). ``memories``: what
+        the run's prompt was given (``None`` keeps what an earlier run recorded)."""
         row = conn.execute(sa.select(t.messages).where(t.messages.c.id == message_id)).first()
         if row is None:
             return
@@ -309,6 +312,7 @@ class Transcript:
                 activity=None,
                 finished_time=tm,
                 updated_time=tm,
+                **({} if memories is None else {"memories": list(memories)}),
             )
         )
         self.conversations.add_usage(row.conversation_id, usage, cost, conn=conn)

@@ -50,6 +50,7 @@ from noteloom.agent import (
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
+    fence,
     run,
 )
 from noteloom.agent import PendingAction as HeldCall
@@ -69,15 +70,24 @@ from noteloom.chat.records import (
 from noteloom.chat.toolset import FocusedNote, Proposer, is_session_tool, propose_edit, turn_tools
 from noteloom.chat.transcript import INTERRUPTED
 from noteloom.chat.views import edit_view, usd
-from noteloom.chat.wiring import SYSTEM_PROMPT_KEY, ChatSettings, Host, Stores, providers_of
+from noteloom.chat.wiring import (
+    MEMORY_DEFAULT_KEY,
+    SYSTEM_PROMPT_KEY,
+    ChatSettings,
+    Host,
+    Stores,
+    memory_default,
+    providers_of,
+)
 from noteloom.errors import Busy, ConfigError, NoteloomError, NotFound, Unavailable, mapped
+from noteloom.memory.context import ContextBuilder, MemoryContext
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.providers.base import Provider
 from noteloom.providers.registry import ProviderRegistry
 from noteloom.runs import Run, RunCall, RunEngine, RunError, RunSettings, RunStatus
 from noteloom.runs.spend import MonthlyCap, admission, cap_of
 from noteloom.runs.store import CallEnd, CallStart, Spent
-from noteloom.tools import ToolContext, ToolDef, ToolError
+from noteloom.tools import CallOrigin, ToolContext, ToolDef, ToolError
 from noteloom.workspace import User
 
 log = logging.getLogger("noteloom.chat")
@@ -127,6 +137,10 @@ class _Prepared:
     pending: PendingAction | None = None
     #: The workspace's monthly cap (``noteloom.runs.spend``), counted across surfaces.
     cap: MonthlyCap = field(default_factory=MonthlyCap)
+    #: Whether memory is on when the conversation leaves it to the default.
+    memory_default: bool = True
+    #: The memories chosen for the user's message (``None``: memory is off here).
+    memory: MemoryContext | None = None
 
 
 @dataclass
@@ -144,6 +158,8 @@ class _Outcome:
     content: str | None = None
     #: The budget that ended the turn (``max_steps``, ``max_cost``, ``time_limit`` …).
     limit: str | None = None
+    #: What the prompt was given from memory, recorded with the end (``None``: memory off).
+    memories: list[dict[str, Any]] | None = None
 
 
 class TurnRunner:
@@ -165,6 +181,8 @@ class TurnRunner:
         )
         self.engine.on_reap(TURN_RUN, self._reaped)
         self.live = LiveTurns(self.engine.live)
+        #: Each user's memories, indexed once per process (``noteloom.memory.context``).
+        self.memories = ContextBuilder()
         #: The call records a settling turn writes with its end, by message id.
         self._calls: dict[str, list[CallStart | CallEnd]] = {}
 
@@ -342,13 +360,21 @@ class TurnRunner:
             runtime = ws.settings_with_prefix("tool.", conn=c)
             cap = cap_of(ws.settings_with_prefix("limits.", "workspace.", conn=c))
             global_voice = ws.get_setting(SYSTEM_PROMPT_KEY, conn=c)
+            default = memory_default(ws.get_setting(MEMORY_DEFAULT_KEY, conn=c))
+            on = conv.controls.memory_access if conv.controls.memory_access is not None else default
+            memory = self.memories.build(c, conv.user_id, user_row.content) if on else None
         enabled = self.host.registry.enabled(ws)
-        context = self.host.tool_context(user)
+        sources = conv.controls.data_sources
+        context = self.host.tool_context(
+            user, origin=CallOrigin(conversation_id=conv.id, message_id=msg.id),
+            data_sources=None if sources is None else frozenset(sources),
+        )
         return _Prepared(msg, user_row, conv, rows, user, focused, enabled, runtime,
                          global_voice if isinstance(global_voice, str) else self.settings.system_prompt,
-                         context, decision, pending, cap)
+                         context, decision, pending, cap, default, memory)
 
-    def _controls(self, conv: Conversation) -> Controls:
+    def _controls(self, conv: Conversation, memory_on_by_default: bool = True) -> Controls:
+        """The controls a turn runs with: each left unset resolved (a capability to a boolean)."""
         c, d = conv.controls, self.settings.defaults
         return Controls(
             model=c.model or self.settings.model,
@@ -363,6 +389,11 @@ class TurnRunner:
             max_cost=c.max_cost,
             time_limit=c.time_limit,
             tool_policies=c.tool_policies,
+            memory_access=c.memory_access if c.memory_access is not None else memory_on_by_default,
+            history_access=bool(c.history_access),
+            web_access=bool(c.web_access),
+            data_access=bool(c.data_access),
+            data_sources=c.data_sources,
         )
 
     def resolve_model(self, address: str | None) -> tuple[Provider, str, str]:
@@ -372,7 +403,7 @@ class TurnRunner:
         return provider, model, f"{provider.name}:{model}"
 
     async def _agent(self, prep: _Prepared, live: LiveTurn, token: CancelToken) -> _Outcome:
-        controls = self._controls(prep.conversation)
+        controls = self._controls(prep.conversation, prep.memory_default)
         provider, model, address = self.resolve_model(controls.model)
         msg = prep.message
         propose = self._proposer(prep, live)
@@ -387,7 +418,9 @@ class TurnRunner:
             note=prep.focused,
             tool_names=names,
             nonce=nonce,
+            memory=prep.memory.text(lambda text: fence(text, nonce)) if prep.memory is not None else "",
         )
+        remembered = prep.memory is not None and not prep.memory.empty
         history = cap_history(
             [*history_before(prep.rows, prep.user_message.position), Message.user(prep.user_message.content),
              *msg.transcript],
@@ -401,8 +434,8 @@ class TurnRunner:
             temperature=controls.temperature,
             top_p=controls.top_p,
             decisions={prep.pending.call_id: prep.decision} if prep.pending and prep.decision else {},
-            # A clipped note in the prompt needs the contract from the first call on.
-            untrusted=True if untrusted else None,
+            # A clipped note or memories in the prompt need the contract from the first call on.
+            untrusted=True if untrusted or remembered else None,
             nonce=nonce,
             admit=admission(self.stores.conversations.engine, prep.cap),
         )
@@ -459,6 +492,9 @@ class TurnRunner:
     async def _settle(self, live: LiveTurn, out: _Outcome, prep: _Prepared | None) -> None:
         """Write the end of the run in one transaction, then show its last event."""
         prior = prep.message if prep else None
+        # What the prompt was given, recorded with the turn (a turn that never reached its
+        # model was given nothing; memory off records nothing).
+        memories = prep.memory.given() if prep is not None and prep.memory is not None else None
         usage = (prior.usage if prior else Usage()) + out.usage
         cost: Decimal | None = out.cost
         if prior is not None and prior.finished_time is not None:
@@ -474,10 +510,12 @@ class TurnRunner:
             "usage": usage_to_dict(usage),
             "cost_usd": usd(cost),
             "model": out.model,
+            "memories": memories,
         })
         batch = [*live.take_unsaved(), done]
         self._calls[live.message_id] = live.take_calls()
         try:
+            out.memories = memories
             await to_thread.run_sync(self._write_end, live.message_id, batch, out)
         finally:
             self._calls.pop(live.message_id, None)
@@ -499,7 +537,7 @@ class TurnRunner:
                 content=out.content if out.content is not None else visible_text(out.transcript),
                 transcript=out.transcript,
                 usage=out.usage, cost=out.cost, model=out.model, stop_reason=out.stop_reason,
-                error_code=out.error_code, error_message=out.error_message, conn=c,
+                error_code=out.error_code, error_message=out.error_message, memories=out.memories, conn=c,
             )
 
 

@@ -152,6 +152,8 @@ def message_view(
             if m.note_context and m.role == "user" else None
         ),
         "command": m.command,
+        # What the turn's prompt was given from memory (id, title, layer); null: memory was off.
+        "memories": [dict(x) for x in m.memories] if m.memories is not None else None,
         "last_seq": last_seq,
         "created_time": m.created_time,
         "finished_time": m.finished_time,

@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 
 #: Run-time setting (``Workspace.set_setting``) for the default voice; wins over the file.
 SYSTEM_PROMPT_KEY = "chat.system_prompt"
+#: Run-time setting: whether memory is on in a conversation that leaves it to the default
+#: (``true`` unless set): memory earns its keep when it is usually on, and one setting turns
+#: it off for the whole workspace.
+MEMORY_DEFAULT_KEY = "chat.memory_default"
+
+
+def memory_default(value: Any) -> bool:
+    """The memory default from the setting's stored value (unset or not a boolean: on)."""
+    return value if isinstance(value, bool) else True
 
 
 class Host(Protocol):

@@ -85,6 +85,15 @@ class ControlsIn(StrictModel):
         description="This conversation's tool policies, over the workspace's and noteloom.toml's "
                     "(a deny from those still wins); replaces the whole set, null clears it.",
     )
+    memory_access: bool | None = Field(
+        None, description="The memory tools and the memories in the prompt; null = the workspace's default "
+                          "(GET /api/v1/chat/models says it).")
+    history_access: bool | None = Field(None, description="search_conversations over your past chats; null = off.")
+    web_access: bool | None = Field(None, description="The web tools (not configured yet); null = off.")
+    data_access: bool | None = Field(None, description="describe_data and query_data; null = off.")
+    data_sources: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None, max_length=200,
+        description="The data sources this chat's generic reads may use; null = every source the workspace opted in.")
 
     def changes(self) -> dict[str, Any]:
         out = self.model_dump(exclude_unset=True)
@@ -143,6 +152,11 @@ class ControlsOut(BaseModel):
     max_cost: str | None = Field(None, description="USD, exact.")
     time_limit: float | None = None
     tool_policies: dict[str, str] = Field(default_factory=dict)
+    memory_access: bool | None = Field(None, description="null: the workspace's default.")
+    history_access: bool | None = None
+    web_access: bool | None = None
+    data_access: bool | None = None
+    data_sources: list[str] | None = None
 
 
 class ConversationOut(BaseModel):
@@ -254,6 +268,12 @@ class ErrorInfo(BaseModel):
     message: str | None
 
 
+class RememberedOut(BaseModel):
+    id: str
+    title: str
+    layer: Literal[1, 2]
+
+
 class MessageOut(BaseModel):
     id: str
     conversation_id: str
@@ -277,6 +297,9 @@ class MessageOut(BaseModel):
     edits: list[EditOut]
     note_context: dict[str, Any] | None
     command: str | None
+    memories: list[RememberedOut] | None = Field(
+        None, description="The memories the turn's prompt was given (layer 1: in full, layer 2: the title); "
+                          "null when memory was off.")
     last_seq: int = Field(description="The last event number; stream events after it.")
     created_time: int
     finished_time: int | None
@@ -309,6 +332,10 @@ class ModelsOut(BaseModel):
     default_model: str | None
     models: list[ModelOption]
     defaults: dict[str, Any]
+    capabilities: dict[str, bool] = Field(default_factory=dict,
+                                          description="What each capability left to its default (null) is.")
+    unavailable: dict[str, str] = Field(default_factory=dict,
+                                        description="Capabilities that cannot be turned on here, and why.")
 
 
 class PendingItem(BaseModel):
