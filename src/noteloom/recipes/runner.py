@@ -63,6 +63,7 @@ from noteloom.agent import (
 )
 from noteloom.config import Settings
 from noteloom.errors import InvalidInput, NoteloomError, NotFound
+from noteloom.memory.context import ContextBuilder, MemoryContext
 from noteloom.messages import (
     Message,
     TextDelta,
@@ -85,7 +86,7 @@ from noteloom.runs import store as run_store
 from noteloom.runs.spend import ALERT_AT, ALERTED_KEY, MonthlyCap, admission, month_state
 from noteloom.runs.store import Spent
 from noteloom.services import Services
-from noteloom.tools import ToolContext, ToolDef, ToolRegistry
+from noteloom.tools import CallOrigin, ToolContext, ToolDef, ToolRegistry
 from noteloom.workspace import User, Workspace
 
 log = logging.getLogger("noteloom.recipes")
@@ -149,6 +150,13 @@ class _Prep:
     held: dict[str, Any] | None = None
     decision: Decision | None = None
     transcript: list[Message] = field(default_factory=list)
+    #: The memories chosen for the recipe's prompt (``None``: the recipe has no memory tool).
+    memory: MemoryContext | None = None
+
+
+#: A recipe chooses memory through its allowed tools: with one of these it gets the memory
+#: context too (and the tools it lists).
+MEMORY_TOOLS = frozenset({"recall", "remember"})
 
 
 @dataclass
@@ -179,6 +187,8 @@ class RecipeRunner:
         self.db = engine.db
         self.notify = notify or Notifications(engine.db).notify
         self.retry_delay = retry_delay
+        #: Each owner's memories, indexed once per process (``noteloom.memory.context``).
+        self.memories = ContextBuilder()
         #: Called with the ids of the notifications a run's end wrote, once committed (delivery).
         self.after_commit = after_commit
         #: The notifications each settling run wrote, delivered once its end is committed.
@@ -313,7 +323,11 @@ class RecipeRunner:
             user = User(u.id, u.name, bool(u.is_owner)) if u else User(recipe.user_id, "", False)
             notes = store.notes_of(c, recipe.id, limit=10)
             cap = MonthlyCap.from_settings(ws.settings_with_prefix("limits.", "workspace.", conn=c))
-        prep = _Prep(recipe, rec, user, self.host.tool_context(user), notes=notes, cap=cap)
+            memory = None
+            if recipe.spec.mode == "agent" and MEMORY_TOOLS & set(recipe.spec.tools):
+                memory = self.memories.build(c, recipe.user_id, recipe.spec.prompt)
+        context = self.host.tool_context(user, origin=CallOrigin(run_id=run_id))
+        prep = _Prep(recipe, rec, user, context, notes=notes, cap=cap, memory=memory)
         if recipe.spec.mode == "agent":
             enabled = {t.name: t for t in self.host.registry.enabled(ws)}
             for name in recipe.spec.tools:
@@ -438,7 +452,12 @@ class RecipeRunner:
         decisions: dict[str, Decision] = {}
         if prep.held is not None and prep.decision is not None:
             decisions[prep.held["call_id"]] = prep.decision
-        options = self._options(prep, decisions=decisions)
+        nonce = secrets.token_hex(8)
+        if prep.memory is not None and not prep.memory.empty:
+            system += "\n\n" + prep.memory.text(lambda text: fence(text, nonce))
+        # Memories in the prompt need the untrusted contract from the first call on.
+        options = self._options(prep, decisions=decisions, nonce=nonce,
+                                untrusted=True if prep.memory is not None and not prep.memory.empty else None)
         if prep.transcript:  # resumed after approval: what the run spent so far counts
             r = prep.record
             options = dataclasses.replace(
@@ -647,6 +666,8 @@ class RecipeRunner:
             }
             if out.transcript is not None:
                 values["transcript"] = out.transcript
+            if prep is not None and prep.memory is not None:
+                values["memories"] = prep.memory.given()
             store.set_run(c, run_id, **values)
             if recipe is not None and rec is not None and not rec.dry_run:
                 self._told[run_id] = self._after(c, recipe, run_id, out, prep)

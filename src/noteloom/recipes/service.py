@@ -30,6 +30,7 @@ from anyio import to_thread
 from noteloom import db
 from noteloom.errors import InvalidInput, NotFound, Unavailable
 from noteloom.recipes import store
+from noteloom.recipes import tables as recipe_tables
 from noteloom.recipes.model import Recipe, RecipeSpec, check_spec
 from noteloom.recipes.schedule import iso
 from noteloom.runs import store as run_store
@@ -253,8 +254,12 @@ class RecipeService:
             calls = run_store.calls_of(c, run_id)
             events = run_store.read_events(c, run_id, 0, limit=5000)
             recipe = store.get(c, rec.recipe_id)
+            memories = c.execute(sa.select(recipe_tables.recipe_runs.c.memories)
+                                 .where(recipe_tables.recipe_runs.c.run_id == run_id)).scalar()
         out = run_view(rec)
         out["recipe"] = {"id": rec.recipe_id, "name": recipe.name if recipe else None}
+        # What the run's prompt was given from memory (id, title, layer); null: no memory tool.
+        out["memories"] = memories if isinstance(memories, list) else None
         # A call held for approval and run once approved is audited twice (held, then its
         # outcome): the trace shows it once, as it ended.
         ran = {k.call_id for k in calls if k.outcome != "held"}
