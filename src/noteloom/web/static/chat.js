@@ -213,8 +213,26 @@
     for (const e of m.edits || []) li.append(editCard(newestEdit(e)));
     if (m.status === "awaiting_confirmation" && m.pending_action) li.append(confirmCard(m));
     if (m.status === "failed" && m.error) li.append(errorCard(m));
+    if (m.memories && m.memories.length && m.status !== "running") li.append(rememberedLine(m.memories));
     if (m.role === "assistant" && m.status !== "running") li.append(h("div", { class: "meta", text: usageLine(m) }));
     return li;
+  }
+
+  // What the turn's prompt was given from memory: the memories in full by name, each a link
+  // to it on the memory page, and the titles-only index folded.
+  function rememberedLine(memories) {
+    const link = (x) => h("a", { href: `/memory#${encodeURIComponent(x.id)}`, text: x.title });
+    const full = memories.filter((x) => x.layer === 1);
+    const titles = memories.filter((x) => x.layer === 2);
+    const box = h("div", { class: "remembered" }, h("span", { text: "Remembered: " }));
+    full.forEach((x, i) => box.append(...(i ? [", ", link(x)] : [link(x)])));
+    if (!full.length) box.append("no memory in full");
+    if (titles.length) {
+      box.append(h("details", { class: "remembered-titles" },
+        h("summary", { text: `and the titles of ${titles.length} other memor${titles.length > 1 ? "ies" : "y"}` }),
+        h("ul", {}, ...titles.map((x) => h("li", {}, link(x))))));
+    }
+    return box;
   }
 
   function thinkingBox(text) {
@@ -654,6 +672,23 @@
 
   // -- settings and export ------------------------------------------------------------------
 
+  const CAPABILITY_BOXES = [["set-memory", "memory_access"], ["set-history", "history_access"],
+    ["set-data", "data_access"], ["set-web", "web_access"]];
+
+  // A capability left to its default stays so (null) unless the box now says otherwise: a chat
+  // keeps following the workspace's memory default until someone chooses for it.
+  function capabilityChoices() {
+    const c = (state.conv ? state.conv.controls : state.pendingControls) || {};
+    const caps = (state.models && state.models.capabilities) || {};
+    const out = {};
+    for (const [id, key] of CAPABILITY_BOXES) {
+      if ($(id).disabled) continue;
+      const v = $(id).checked;
+      out[key] = (c[key] ?? null) === null && v === (caps[key] ?? false) ? null : v;
+    }
+    return out;
+  }
+
   async function openSettings() {
     const drawer = $("settings");
     if (!state.models) state.models = await api("GET", "/api/v1/chat/models");
@@ -674,6 +709,11 @@
     $("set-instructions").value = c.instructions || "";
     $("set-tools").checked = c.workspace_tools !== false;
     $("set-writes").checked = c.workspace_writes !== false;
+    const caps = state.models.capabilities || {};
+    for (const [id, key] of CAPABILITY_BOXES) $(id).checked = c[key] ?? caps[key] ?? false;
+    const webWhy = (state.models.unavailable || {}).web_access;
+    $("set-web").disabled = Boolean(webWhy);
+    $("set-web-note").textContent = webWhy ? `(${webWhy})` : "";
     $("settings-error").hidden = true;
     drawer.hidden = false;
     $("settings-open").setAttribute("aria-expanded", "true");
@@ -698,6 +738,7 @@
       instructions: $("set-instructions").value.trim() || null,
       workspace_tools: $("set-tools").checked,
       workspace_writes: $("set-writes").checked,
+      ...capabilityChoices(),
     };
     try {
       if (state.conv) await patchConversation(state.conv.id, { controls });
