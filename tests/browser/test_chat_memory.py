@@ -1,5 +1,5 @@
 """Memory on the chat page, in a real Chromium against a live ``noteloom serve``: an answer
-shows what was remembered into its prompt, each memory a link to it; the settings drawer
+shows what was remembered into its prompt, each memory a link that opens it on the memory page; the settings drawer
 turns memory off for the chat and shows web as not configured."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def test_an_answer_shows_what_was_remembered_and_memory_is_switched_off_in_setti
     expect(answer.locator(".bubble")).to_contain_text("bring the tent.")
     remembered = answer.locator(".remembered")
     expect(remembered).to_contain_text("Remembered: Where the tent is")
-    expect(remembered.get_by_role("link", name="Where the tent is")).to_have_attribute("href", f"/memory#{tent['id']}")
+    expect(remembered.get_by_role("link", name="Where the tent is")).to_have_attribute("href", f"/memory?m={tent['id']}")
     remembered.locator("summary").click()
-    expect(remembered.get_by_role("link", name="Dentist")).to_have_attribute("href", f"/memory#{other['id']}")
+    expect(remembered.get_by_role("link", name="Dentist")).to_have_attribute("href", f"/memory?m={other['id']}")
 
     page.click("#settings-open")
     expect(page.locator("#set-memory")).to_be_checked()
@@ -45,3 +45,7 @@ def test_an_answer_shows_what_was_remembered_and_memory_is_switched_off_in_setti
     last = page.locator(".msg.assistant").last
     expect(last.locator(".meta")).to_be_visible()
     expect(last.locator(".remembered")).to_have_count(0)
+
+    # The link opens the memory on the memory page.
+    page.locator(".msg.assistant").first.get_by_role("link", name="Where the tent is").click()
+    expect(page.locator(f"#memory-{tent['id']}")).to_have_attribute("aria-current", "true")

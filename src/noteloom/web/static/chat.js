@@ -221,7 +221,7 @@
   // What the turn's prompt was given from memory: the memories in full by name, each a link
   // to it on the memory page, and the titles-only index folded.
   function rememberedLine(memories) {
-    const link = (x) => h("a", { href: `/memory#${encodeURIComponent(x.id)}`, text: x.title });
+    const link = (x) => h("a", { href: `/memory?m=${encodeURIComponent(x.id)}`, text: x.title });  // the memory page opens it in view
     const full = memories.filter((x) => x.layer === 1);
     const titles = memories.filter((x) => x.layer === 2);
     const box = h("div", { class: "remembered" }, h("span", { text: "Remembered: " }));
