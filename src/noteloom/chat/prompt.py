@@ -2,6 +2,7 @@
 
 The voice is the conversation's own instructions, else the global setting, else a
 built-in default. The scaffolding: Markdown rules, tool rules when tools are offered,
+the one-line catalog of the data sources it may read (when data is on and one is readable),
 the open note (title, body, selection — capped), the memories chosen for the message
 (when memory is on) and the current date and time. The
 stable blocks come first so providers can cache them; the note and the clock follow.
@@ -65,15 +66,19 @@ def system_prompt(
     body_cap: int = NOTE_BODY_CAP,
     nonce: str = "",
     memory: str = "",
+    data: str = "",
 ) -> list[SystemBlock]:
     """The blocks of the system prompt, stable ones first. ``nonce`` fences an untrusted note;
-    ``memory`` is the turn's memory context, fenced already (``noteloom.memory.context``)."""
+    ``memory`` is the turn's memory context, fenced already (``noteloom.memory.context``);
+    ``data`` the one-line catalog of the sources it may read (``noteloom.data.catalog_line``)."""
     blocks = [SystemBlock(voice_text), SystemBlock(MARKDOWN_RULES)]
     session = set(session_tool_names(note))
     if any(n not in session for n in tool_names):
         blocks.append(SystemBlock(WORKSPACE_TOOL_RULES))
     if session & set(tool_names):
         blocks.append(SystemBlock(SESSION_TOOL_RULES))
+    if data:  # the same for every turn of the chat until its sources change: cacheable
+        blocks.append(SystemBlock(data))
     if note is not None:
         blocks.append(SystemBlock(note_block(note, body_cap, nonce), cache=False))
     if memory:  # chosen for this message: after the cached blocks

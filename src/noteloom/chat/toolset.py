@@ -104,16 +104,18 @@ def session_tool_names(note: FocusedNote | None) -> list[SessionTool]:
     return names
 
 
-def workspace_tools(enabled: Sequence[ToolDef], controls: Controls) -> list[ToolDef]:
+def workspace_tools(enabled: Sequence[ToolDef], controls: Controls, *, data_readable: bool = True) -> list[ToolDef]:
     """The registry's enabled tools, narrowed by the conversation's toggles: a capability's
     tools (memory, history, data, web) only while it is on — and then whatever the note
     toggles say — and the other tools by the workspace and writes toggles. ``controls`` is
-    resolved: a capability left to its default counts as on only when it is ``True``."""
+    resolved: a capability left to its default counts as on only when it is ``True``.
+    ``data_readable`` false (no source opted in, or the chat's allowlist leaves none) withholds
+    the data tools even with data on: they would fail on every call."""
     out: list[ToolDef] = []
     for t in enabled:
         capability = capability_of(t.name)
         if capability is not None:
-            if getattr(controls, capability) is True:
+            if getattr(controls, capability) is True and (capability != "data_access" or data_readable):
                 out.append(t)
         elif controls.workspace_tools and (controls.workspace_writes or t.effect == "read"):
             out.append(t)
@@ -145,11 +147,12 @@ def session_tool(name: SessionTool, propose: Proposer) -> ToolDef:
     )
 
 
-def turn_tools(note: FocusedNote | None, enabled: Sequence[ToolDef], controls: Controls, propose: Proposer) -> list[ToolDef]:
+def turn_tools(note: FocusedNote | None, enabled: Sequence[ToolDef], controls: Controls, propose: Proposer, *,
+               data_readable: bool = True) -> list[ToolDef]:
     """Every tool the turn offers; a session tool wins over a registry tool of the same name."""
     session = [session_tool(n, propose) for n in session_tool_names(note)]
     taken = {t.name for t in session}
-    return [t for t in workspace_tools(enabled, controls) if t.name not in taken] + session
+    return [t for t in workspace_tools(enabled, controls, data_readable=data_readable) if t.name not in taken] + session
 
 
 def is_session_tool(name: str) -> bool:

@@ -79,6 +79,7 @@ from noteloom.chat.wiring import (
     memory_default,
     providers_of,
 )
+from noteloom.data import catalog_line
 from noteloom.errors import Busy, ConfigError, NoteloomError, NotFound, Unavailable, mapped
 from noteloom.memory.context import ContextBuilder, MemoryContext
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
@@ -407,7 +408,9 @@ class TurnRunner:
         provider, model, address = self.resolve_model(controls.model)
         msg = prep.message
         propose = self._proposer(prep, live)
-        tools = turn_tools(prep.focused, prep.enabled, controls, propose)
+        # The data tools only when something is readable here; the prompt then names it in one line.
+        data_line = catalog_line(prep.context) if controls.data_access else ""
+        tools = turn_tools(prep.focused, prep.enabled, controls, propose, data_readable=bool(data_line))
         names = [t.name for t in tools]
         untrusted = prep.focused is not None and prep.focused.untrusted
         # One nonce per turn: the note's fence and the contract the agent adds name the same marker.
@@ -419,6 +422,7 @@ class TurnRunner:
             tool_names=names,
             nonce=nonce,
             memory=prep.memory.text(lambda text: fence(text, nonce)) if prep.memory is not None else "",
+            data=data_line,
         )
         remembered = prep.memory is not None and not prep.memory.empty
         history = cap_history(

@@ -62,6 +62,7 @@ from noteloom.agent import (
     run,
 )
 from noteloom.config import Settings
+from noteloom.data import catalog_line
 from noteloom.errors import InvalidInput, NoteloomError, NotFound
 from noteloom.memory.context import ContextBuilder, MemoryContext
 from noteloom.messages import (
@@ -144,7 +145,10 @@ class _Prep:
     user: User
     context: ToolContext
     tools: list[ToolDef] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    #: The recipe's tools not offered, each with why (said in the trace).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: The one-line catalog of the data sources the run may read ("" when it reads none).
+    data_line: str = ""
     notes: list[dict[str, Any]] = field(default_factory=list)
     cap: MonthlyCap = field(default_factory=MonthlyCap)
     held: dict[str, Any] | None = None
@@ -157,6 +161,11 @@ class _Prep:
 #: A recipe chooses memory through its allowed tools: with one of these it gets the memory
 #: context too (and the tools it lists).
 MEMORY_TOOLS = frozenset({"recall", "remember"})
+#: The generic reads: offered (with the catalog line in the prompt) only when the run can read
+#: at least one data source.
+DATA_TOOLS = frozenset({"describe_data", "query_data"})
+NO_DATA = ("no data source is readable for this recipe (opt sources in under [data] in noteloom.toml; "
+           "the recipe's data_sources may narrow them)")
 
 
 @dataclass
@@ -292,8 +301,8 @@ class RecipeRunner:
             prep = await to_thread.run_sync(self._prepare, handle.run_id)
             handle.emit("status", {"status": "running", "mode": prep.recipe.spec.mode,
                                    "resumed": prep.decision is not None})
-            for name in prep.skipped:
-                handle.emit("note", {"text": f"tool {name!r} is not offered: {_skip_reason(self.host, name)}"})
+            for name, why in prep.skipped:
+                handle.emit("note", {"text": f"tool {name!r} is not offered: {why}"})
             problem = await to_thread.run_sync(self._gate, prep)
             if problem is not None:
                 out = _Outcome(problem[0], error_code=problem[1], error_message=problem[2])
@@ -330,11 +339,16 @@ class RecipeRunner:
         prep = _Prep(recipe, rec, user, context, notes=notes, cap=cap, memory=memory)
         if recipe.spec.mode == "agent":
             enabled = {t.name: t for t in self.host.registry.enabled(ws)}
+            if DATA_TOOLS & set(recipe.spec.tools):
+                prep.data_line = catalog_line(context)
             for name in recipe.spec.tools:
-                if name in enabled:
-                    prep.tools.append(enabled[name])
+                if name not in enabled:
+                    prep.skipped.append((name, _skip_reason(self.host, name)))
+                elif name in DATA_TOOLS and not prep.data_line:
+                    # A tool that fails on every call is not offered at all.
+                    prep.skipped.append((name, NO_DATA))
                 else:
-                    prep.skipped.append(name)
+                    prep.tools.append(enabled[name])
             state = rec.transcript or {}
             prep.transcript = messages_from_list(state.get("messages", []))
             prep.held = state.get("held")
@@ -453,6 +467,8 @@ class RecipeRunner:
         if prep.held is not None and prep.decision is not None:
             decisions[prep.held["call_id"]] = prep.decision
         nonce = secrets.token_hex(8)
+        if prep.data_line:
+            system += "\n\n" + prep.data_line
         if prep.memory is not None and not prep.memory.empty:
             system += "\n\n" + prep.memory.text(lambda text: fence(text, nonce))
         # Memories in the prompt need the untrusted contract from the first call on.
