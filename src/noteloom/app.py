@@ -28,11 +28,13 @@ from noteloom.config import SETTINGS_FILE, Settings, load_settings
 from noteloom.data import DataCatalog
 from noteloom.embedders import EmbedderFactory
 from noteloom.errors import AuthError
+from noteloom.memory.similarity import MemoryVectors
 from noteloom.pipeline import PipelineJob
 from noteloom.plugins import pipeline_jobs, plugin_manager
 from noteloom.providers import provider_registry
 from noteloom.recipes.service import RecipeService
 from noteloom.semantic.embed_service import ServiceEndpoint
+from noteloom.semantic.index import SemanticIndex
 from noteloom.semantic.wiring import open_index
 from noteloom.services import BackgroundService, Services
 from noteloom.tools import (
@@ -263,7 +265,9 @@ def _services(
     embedders: dict[str, EmbedderFactory] = {}
     pm.hook.register_embedders(register=embedders.__setitem__)
     index = open_index(engine, settings.section("embeddings"), embedders, env, endpoint=embed_service)
-    return Services(providers=provider_registry(settings.file, env, pm), semantic=index)
+    # Cheap to make (no model, no thread): it embeds only while the indexer runs (_background).
+    vectors = MemoryVectors(index.embedder, query_vector=index.query_vector) if index is not None else None
+    return Services(providers=provider_registry(settings.file, env, pm), semantic=index, memory_vectors=vectors)
 
 
 def _tools(pm: pluggy.PluginManager, services: Services) -> tuple[ToolRegistry, list[LeftOut]]:
@@ -292,15 +296,25 @@ def _background(app: App) -> list[BackgroundService]:
     runner, the recipes' runner, and (in the process that claims scheduled work) the
     recipes' scheduler."""
     out = []
-    index = app.services.semantic
+    index, vectors = app.services.semantic, app.services.memory_vectors
     if index is not None:
-        out.append(BackgroundService(INDEXER, index.running))
+        out.append(BackgroundService(INDEXER, lambda: _indexing(index, vectors)))
     out.append(BackgroundService(CHAT, lambda: _chat(app)))
     recipes = app.services.recipes
     assert recipes is not None
     out.append(BackgroundService(RECIPES, recipes.running))
     out.append(BackgroundService(SCHEDULER, recipes.scheduling, scheduled=True))
     return out
+
+
+@asynccontextmanager
+async def _indexing(index: SemanticIndex, vectors: MemoryVectors | None) -> AsyncIterator[SemanticIndex]:
+    """The semantic indexer, and beside it the memories' vectors (both embed in the background:
+    a one-shot command, which runs neither, never loads the model for them)."""
+    async with index.running(), AsyncExitStack() as stack:
+        if vectors is not None:
+            await stack.enter_async_context(vectors.running())
+        yield index
 
 
 def _chat(app: App) -> AbstractAsyncContextManager[Any]:

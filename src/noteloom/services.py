@@ -26,6 +26,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from noteloom.memory.similarity import MemoryVectors
 from noteloom.providers.registry import ProviderRegistry
 from noteloom.semantic.index import SemanticIndex
 
@@ -48,6 +49,9 @@ class Services:
     recipes: RecipeService | None = None
     #: The recipes' scheduler, in the process that claims scheduled work.
     scheduler: Scheduler | None = None
+    #: Memories as vectors for the chat's and the recipes' memory context: on with ``semantic``,
+    #: embedding while the indexer runs. Part of semantic search, not a service tools require.
+    memory_vectors: MemoryVectors | None = None
     #: Services plugins provide, by name (``add``).
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -363,7 +363,8 @@ class TurnRunner:
             global_voice = ws.get_setting(SYSTEM_PROMPT_KEY, conn=c)
             default = memory_default(ws.get_setting(MEMORY_DEFAULT_KEY, conn=c))
             on = conv.controls.memory_access if conv.controls.memory_access is not None else default
-            memory = self.memories.build(c, conv.user_id, user_row.content) if on else None
+            memory = self.memories.build(c, conv.user_id, user_row.content,
+                                         vectors=self.host.services.memory_vectors) if on else None
         enabled = self.host.registry.enabled(ws)
         sources = conv.controls.data_sources
         context = self.host.tool_context(

@@ -31,7 +31,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -42,6 +42,12 @@ from noteloom.memory.tables import memories as m
 Layer = Literal[1, 2]
 #: A similarity for a message: memory id -> score (higher is closer). Optional: an embedder's.
 Similarity = Callable[[str], Mapping[str, float]]
+
+
+class Vectors(Protocol):
+    """Gives a similarity over one user's scoped memories (``noteloom.memory.similarity``)."""
+
+    def similarity(self, index: MemoryIndex, user_id: str) -> Similarity | None: ...
 
 _STOP_WORDS_TEXT = """
 a about above after again against all almost also am among an and another any anybody anyone anything are
@@ -193,11 +199,14 @@ class ContextBuilder:
 
     def build(
         self, conn: Connection, user_id: str, message: str, *, similarity: Similarity | None = None,
-        limits: Limits | None = None,
+        limits: Limits | None = None, vectors: Vectors | None = None,
     ) -> MemoryContext:
-        """The context for ``message`` from ``user_id``'s memories (blocking: a worker thread)."""
-        return select(self.index(conn, user_id), message, limits or self.limits,
-                      similarity(message) if similarity is not None else None)
+        """The context for ``message`` from ``user_id``'s memories (blocking: a worker thread).
+        ``vectors`` gives the similarity over those memories when ``similarity`` is not given."""
+        index = self.index(conn, user_id)
+        if similarity is None and vectors is not None:
+            similarity = vectors.similarity(index, user_id)
+        return select(index, message, limits or self.limits, similarity(message) if similarity is not None else None)
 
     def index(self, conn: Connection, user_id: str) -> MemoryIndex:
         """``user_id``'s index, read again only when the table changed."""

@@ -334,7 +334,8 @@ class RecipeRunner:
             cap = MonthlyCap.from_settings(ws.settings_with_prefix("limits.", "workspace.", conn=c))
             memory = None
             if recipe.spec.mode == "agent" and MEMORY_TOOLS & set(recipe.spec.tools):
-                memory = self.memories.build(c, recipe.user_id, recipe.spec.prompt)
+                memory = self.memories.build(c, recipe.user_id, recipe.spec.prompt,
+                                             vectors=self.host.services.memory_vectors)
         context = self.host.tool_context(user, origin=CallOrigin(run_id=run_id))
         prep = _Prep(recipe, rec, user, context, notes=notes, cap=cap, memory=memory)
         if recipe.spec.mode == "agent":
