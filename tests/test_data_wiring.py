@@ -6,18 +6,25 @@ the command line, the API and the page's options, and reaches the run's ToolCont
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
 from chat_support import running_chat, scripted, settle
 from noteloom.app import App, open_app
+from noteloom.cli import cli
 from noteloom.config import load_settings
 from noteloom.data import catalog_line
+from noteloom.errors import InvalidInput
+from noteloom.recipes.model import check_spec
 from recipe_support import running, service
 from recipe_support import scripted as scripted_recipe
+from test_recipes_api import client
 
 pytestmark = pytest.mark.anyio
 DATA_TOOLS = {"describe_data", "query_data"}
@@ -160,3 +167,116 @@ async def test_a_recipe_that_can_read_nothing_is_not_offered_the_data_tools_and_
     assert "search_notes" in names and not DATA_TOOLS & names
     notes = [e["data"]["text"] for e in run["events"] if e["kind"] == "note"]
     assert any(n.startswith("tool 'query_data' is not offered: no data source is readable") for n in notes), notes
+
+
+# -- a recipe's allowlist ---------------------------------------------------------------------
+
+
+def test_the_allowlist_is_checked_every_source_by_default_and_empty_means_none() -> None:
+    assert check_spec({"name": "r", "prompt": "p"}).data_sources is None
+    assert check_spec({"name": "r", "prompt": "p", "data_sources": []}).data_sources == ()
+    spec = check_spec({"name": "r", "prompt": "p", "data_sources": ["todos", "crm", "todos", "crm.customers"]})
+    assert spec.data_sources == ("todos", "crm", "crm.customers")
+    assert check_spec({"name": "r", "prompt": "p", "data_sources": "notes, todos"}).data_sources == ("notes", "todos")
+    # An edit that leaves the field out keeps it; null sets it back to every source.
+    assert check_spec({"prompt": "q"}, base=spec).data_sources == spec.data_sources
+    assert check_spec({"data_sources": None}, base=spec).data_sources is None
+    for bad in (["two words"], [""], [3], {"notes": True}, ["x" * 201], ["a\nb"]):
+        with pytest.raises(InvalidInput) as caught:
+            check_spec({"name": "r", "prompt": "p", "data_sources": bad})
+        assert caught.value.field == "data_sources"
+
+
+def test_the_allowlist_is_stored_exported_and_imported_as_written(data_app: App) -> None:
+    owner = data_app.workspace.ensure_owner()
+    svc = service(data_app)
+    for name, sources in (("every", None), ("none", []), ("some", ["todos", "notes"])):
+        view = svc.add(owner, {"name": name, "prompt": "p", "data_sources": sources})
+        assert view["data_sources"] == sources
+        assert svc.get(owner, name)["data_sources"] == sources
+    text = svc.export(owner)
+    assert [r["data_sources"] for r in yaml.safe_load(text)["recipes"]] == [None, [], ["todos", "notes"]]
+    for name in ("every", "none", "some"):
+        svc.remove(owner, name)
+    imported = svc.import_(owner, text)
+    assert [svc.get(owner, r["id"])["data_sources"] for r in imported] == [None, [], ["todos", "notes"]]
+
+
+def test_saving_warns_of_unopted_names_and_of_data_tools_that_will_not_be_offered(data_app: App) -> None:
+    owner = data_app.workspace.ensure_owner()
+    view = service(data_app).add(owner, {"name": "r", "prompt": "p", "tools": ["query_data"],
+                                         "data_sources": ["crm"]})
+    assert view["warnings"] == [
+        "data_sources: 'crm' not opted in under [data] in noteloom.toml; it reads nothing from them until they are",
+        "query_data: no data source is readable for this recipe, so it is not offered when it runs",
+    ]
+    assert service(data_app).add(owner, {"name": "s", "prompt": "p", "tools": ["query_data"],
+                                         "data_sources": ["notes"]})["warnings"] == []
+
+
+def test_the_command_line_sets_the_allowlist(data_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTELOOM_HOME", str(data_app.settings.data_dir))
+    runner = CliRunner()
+
+    def recipes(*args: str) -> Any:
+        result = runner.invoke(cli, ["recipes", *args, "--json"])
+        assert result.exit_code == 0, (args, result.stdout, result.stderr)
+        return json.loads(result.stdout)
+
+    made = recipes("add", "reader", "--prompt", "p", "--data-source", "todos", "--data-source", "crm.customers")
+    assert made["data_sources"] == ["todos", "crm.customers"]
+    assert recipes("edit", "reader", "--no-data-sources")["data_sources"] == []
+    assert recipes("edit", "reader", "--data-source", "notes")["data_sources"] == ["notes"]
+    assert recipes("edit", "reader", "--all-data-sources")["data_sources"] is None
+    both = runner.invoke(cli, ["recipes", "edit", "reader", "--data-source", "notes", "--no-data-sources"])
+    assert both.exit_code == 2 and "not more than one" in both.stderr
+    bad = runner.invoke(cli, ["recipes", "edit", "reader", "--data-source", "a\tb"])
+    assert bad.exit_code == 2 and "--data-source" in bad.stderr, bad.stderr
+
+
+async def test_the_api_sets_the_allowlist_and_the_options_list_the_opted_in_sources(data_app: App) -> None:
+    async with client(data_app) as c:
+        options = (await c.get("/api/v1/recipes/options")).json()
+        assert options["data_sources"] == [{"name": n, "description": data_app.services.get("data").description(n)}
+                                           for n in ("notes", "todos", "tags")]
+        made = await c.post("/api/v1/recipes", json={"name": "reader", "prompt": "p", "data_sources": ["todos"]})
+        assert made.status_code == 201 and made.json()["data_sources"] == ["todos"]
+        rid = made.json()["id"]
+        patched = await c.patch(f"/api/v1/recipes/{rid}", json={"data_sources": []})
+        assert patched.json()["data_sources"] == []
+        kept = await c.patch(f"/api/v1/recipes/{rid}", json={"prompt": "q"})
+        assert kept.json()["data_sources"] == []
+        every = await c.patch(f"/api/v1/recipes/{rid}", json={"data_sources": None})
+        assert every.json()["data_sources"] is None
+        bad = await c.patch(f"/api/v1/recipes/{rid}", json={"data_sources": ["two words"]})
+        assert bad.status_code == 422 and "data_sources" in bad.text
+
+
+async def test_a_run_reads_only_what_the_recipes_allowlist_lets_it(data_app: App) -> None:
+    owner = data_app.workspace.ensure_owner()
+    requests: list[Any] = []
+
+    def step(request: Any) -> dict[str, Any]:
+        requests.append(request)
+        if len(requests) == 1:
+            return {"tool_calls": [{"name": "describe_data", "arguments": {}}]}
+        return {"text": "Report."}
+
+    scripted_recipe(data_app, [step], loop=True)
+    service(data_app).add(owner, {"name": "reader", "prompt": "List what is due.", "model": "play",
+                                  "tools": ["describe_data", "query_data"], "data_sources": ["todos"]})
+    async with running(data_app):
+        run = await service(data_app).run_now(owner, "reader")
+    assert run["status"] == "succeeded", run
+    line = _line(data_app, frozenset({"todos"}))
+    assert line in requests[0].system_text and "notes (" not in line
+    # The run's ToolContext carries the allowlist: describe_data lists the one source.
+    result = next(r for m in requests[1].messages for r in m.tool_results)
+    assert [s["name"] for s in json.loads(result.content)["sources"]] == ["todos"]
+
+
+async def test_a_recipe_whose_allowlist_leaves_nothing_is_not_offered_the_data_tools(data_app: App) -> None:
+    _, request = await _run(data_app, tools=["describe_data", "query_data", "search_notes"], data_sources=[])
+    names = {t.name for t in request.tools}
+    assert "search_notes" in names and not DATA_TOOLS & names
+    assert "Data you can read" not in request.system_text

@@ -127,7 +127,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         path = home / f"{name}.json"
         path.write_text(json.dumps({"steps": steps, "loop": True}), encoding="utf-8")
         tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
-    (home / "noteloom.toml").write_text('[providers]\ndefault = "agent"\n\n' + "\n".join(tables), encoding="utf-8")
+    (home / "noteloom.toml").write_text('[data]\nworkspace = ["notes", "todos"]\n\n[providers]\ndefault = "agent"\n\n'
+                                        + "\n".join(tables), encoding="utf-8")
     with served(home, pythonpath=plugin) as url:
         yield Live(url, token, home, notes)
 
@@ -386,3 +387,32 @@ def test_pause_and_resume_from_the_list(page: Any, live: Live) -> None:
     item.get_by_role("button", name="Resume").click()
     expect(item.locator(".paused-reason")).to_have_count(0)
     expect(item.locator(".next")).to_contain_text("Next:")
+
+
+def test_the_form_picks_the_data_sources_among_those_the_workspace_opted_in(page: Any, live: Live) -> None:
+    page.click("#new-recipe")
+    page.fill("#f-name", "Due list")
+    page.fill("#f-prompt", "List what is due.")
+    page.check("#tool-query_data")
+    # Every opted-in source by default: the boxes wait until that is unticked.
+    expect(page.locator("#f-data-all")).to_be_checked()
+    expect(page.locator("#data-list input[name=data_source]")).to_have_count(2)
+    expect(page.locator("#data-todos")).to_be_disabled()
+    page.uncheck("#f-data-all")
+    page.check("#data-todos")
+    page.click("#f-save")
+    expect(page.locator("#recipe-name")).to_have_text("Due list")
+    saved = next(r for r in live.api("GET", "/api/v1/recipes") if r["name"] == "Due list")
+    assert saved["data_sources"] == ["todos"]
+    expect(page.locator("#recipe-view .facts")).to_contain_text("Data sources")
+    expect(page.locator("#recipe-view .facts")).to_contain_text("todos")
+    page.click("#recipe-edit")
+    expect(page.locator("#f-data-all")).not_to_be_checked()
+    expect(page.locator("#data-todos")).to_be_checked()
+    expect(page.locator("#data-notes")).not_to_be_checked()
+    page.check("#f-data-all")
+    page.click("#f-save")
+    # Saved once the view is drawn again without the fact (null: every source, not listed).
+    expect(page.locator("#recipe-view .facts")).not_to_contain_text("Data sources")
+    expect(page.locator("#recipe-view .facts")).to_contain_text("Tools")
+    assert live.api("GET", f"/api/v1/recipes/{saved['id']}")["data_sources"] is None

@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
 OPTIONS: dict[str, str] = {
     "name": "NAME", "mode": "--mode", "prompt": "--prompt", "tools": "--tool", "model": "--model",
     "schedule": "--schedule", "timezone": "--timezone", "missed": "--missed", "job": "--job",
-    "job_config": "--config", "batch_size": "--batch", "signed_off": "--sign-off",
+    "job_config": "--config", "batch_size": "--batch", "signed_off": "--sign-off", "data_sources": "--data-source",
     "allow_tainted_writes": "--allow-tainted-writes", "enabled": "--paused",
     "controls.temperature": "--temperature", "controls.top_p": "--top-p", "controls.thinking_level": "--thinking",
     "controls.max_tokens": "--max-tokens", "budgets.max_input_tokens": "--max-input-tokens",
@@ -128,6 +128,7 @@ def _fields(
     max_cost: str | None, max_tool_calls: str | None, time_limit: str | None, temperature: float | None,
     top_p: float | None, thinking: str | None, max_tokens: int | None, sign_off: list[str] | None,
     allow_tainted_writes: bool | None, notify_success: bool | None, paused: bool | None,
+    data_source: list[str] | None = None, no_data_sources: bool = False, all_data_sources: bool = False,
 ) -> tuple[dict[str, Any], set[str]]:
     """The recipe fields the options give, and the names of those fields (``budgets.max_cost`` …)."""
     out: dict[str, Any] = {}
@@ -144,6 +145,12 @@ def _fields(
         out["tools"] = list(tool)
     if sign_off:
         out["signed_off"] = list(sign_off)
+    if sum((bool(data_source), no_data_sources, all_data_sources)) > 1:
+        fail("give --data-source, --no-data-sources or --all-data-sources, not more than one of them", USAGE)
+    if data_source:
+        out["data_sources"] = list(data_source)
+    elif no_data_sources or all_data_sources:
+        out["data_sources"] = [] if no_data_sources else None
     if paused is not None:
         out["enabled"] = not paused
     if config is not None:
@@ -203,6 +210,8 @@ def _print_recipe(view: Mapping[str, Any]) -> None:
         typer.echo(f"  tools:    {', '.join(view['tools']) or '(none)'}")
         if view.get("signed_off"):
             typer.echo(f"  signed off: {', '.join(view['signed_off'])}")
+        if view.get("data_sources") is not None:
+            typer.echo(f"  data sources: {', '.join(view['data_sources']) or '(none)'}")
     else:
         typer.echo(f"  job:      {view.get('job')} {json.dumps(view.get('job_config') or {})}, "
                    f"batch {view['batch_size']}")
@@ -286,6 +295,12 @@ THINKING_OPT = typer.Option(None, "--thinking", help="How hard the model thinks:
 MAX_TOKENS_OPT = typer.Option(None, "--max-tokens", metavar="N", help="Output tokens per model call.")
 SIGN_OFF_OPT = typer.Option(None, "--sign-off", metavar="TOOL",
                             help="Let the recipe make this tool's calls that need approval unattended (repeat).")
+DATA_SOURCE_OPT = typer.Option(None, "--data-source", metavar="NAME",
+                               help="A data source describe_data/query_data may read (repeat; a database's name "
+                                    "covers its tables). Without any, every source the workspace opted in.")
+NO_DATA_OPT = typer.Option(False, "--no-data-sources", help="Let the recipe read no data source.")
+ALL_DATA_OPT = typer.Option(False, "--all-data-sources",
+                            help="Let the recipe read every data source the workspace opted in (the default).")
 TAINT_OPT = typer.Option(None, "--allow-tainted-writes/--no-allow-tainted-writes",
                          help="Acknowledge that text others wrote (web clips …) reaches a recipe that can write.",
                          show_default=False)
@@ -310,6 +325,8 @@ def add(
     thinking: str | None = THINKING_OPT, max_tokens: int | None = MAX_TOKENS_OPT,
     sign_off: list[str] | None = SIGN_OFF_OPT, allow_tainted_writes: bool | None = TAINT_OPT,
     notify_success: bool | None = NOTIFY_OPT, paused: bool | None = PAUSED_OPT, file: Path | None = FILE_OPT,
+    data_source: list[str] | None = DATA_SOURCE_OPT, no_data_sources: bool = NO_DATA_OPT,
+    all_data_sources: bool = ALL_DATA_OPT,
     as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION,
 ) -> None:
     """Save a new recipe. A bad field is named with what to write instead (a bad cron
@@ -322,7 +339,8 @@ def add(
             max_output_tokens=max_output_tokens, max_cost=max_cost, max_tool_calls=max_tool_calls,
             time_limit=time_limit, temperature=temperature, top_p=top_p, thinking=thinking, max_tokens=max_tokens,
             sign_off=sign_off, allow_tainted_writes=allow_tainted_writes, notify_success=notify_success,
-            paused=paused)
+            paused=paused, data_source=data_source, no_data_sources=no_data_sources,
+            all_data_sources=all_data_sources)
     except InvalidInput as exc:
         _fail_input(exc, None, set())
     raw = {**base, **fields}
@@ -358,9 +376,11 @@ def edit(
     max_tokens: int | None = MAX_TOKENS_OPT, sign_off: list[str] | None = SIGN_OFF_OPT,
     allow_tainted_writes: bool | None = TAINT_OPT, notify_success: bool | None = NOTIFY_OPT,
     paused: bool | None = PAUSED_OPT, file: Path | None = FILE_OPT,
+    data_source: list[str] | None = DATA_SOURCE_OPT, no_data_sources: bool = NO_DATA_OPT,
+    all_data_sources: bool = ALL_DATA_OPT,
     as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION,
 ) -> None:
-    """Change a recipe: only the fields given change (--tool and --sign-off replace the lists)."""
+    """Change a recipe: only the fields given change (--tool, --sign-off and --data-source replace the lists)."""
     base = _read_file(file) if file is not None else {}
     try:
         fields, given = _fields(
@@ -369,7 +389,8 @@ def edit(
             max_output_tokens=max_output_tokens, max_cost=max_cost, max_tool_calls=max_tool_calls,
             time_limit=time_limit, temperature=temperature, top_p=top_p, thinking=thinking, max_tokens=max_tokens,
             sign_off=sign_off, allow_tainted_writes=allow_tainted_writes, notify_success=notify_success,
-            paused=paused)
+            paused=paused, data_source=data_source, no_data_sources=no_data_sources,
+            all_data_sources=all_data_sources)
     except InvalidInput as exc:
         _fail_input(exc, None, set())
     raw = {**base, **fields}

@@ -47,6 +47,10 @@ FAILING: frozenset[str] = frozenset({"failed", "timeout", "budget_exceeded"})
 NAME_MAX = 100
 PROMPT_MAX = 20_000
 TOOLS_MAX = 100
+#: The generic reads: a recipe listing one reads the data sources its ``data_sources`` allows
+#: (offered, with the catalog line in the prompt, only when at least one is readable).
+DATA_TOOLS = frozenset({"describe_data", "query_data"})
+SOURCES_MAX = 200
 #: Missed fire times run again at most this many times under ``catch_up``.
 CATCH_UP_MAX = 10
 BATCH_MAX = 1000
@@ -109,6 +113,10 @@ class RecipeSpec:
     notify: NotifyRules = field(default_factory=NotifyRules)
     #: Tools whose ``confirm`` calls this recipe may make unattended (signed off on save).
     signed_off: tuple[str, ...] = ()
+    #: The data sources its generic reads may use: ``None`` every source the workspace opted
+    #: in (under ``[data]`` in noteloom.toml), ``()`` none; it narrows, never widens, the opt-in
+    #: (as a chat's ``data_sources`` does).
+    data_sources: tuple[str, ...] | None = None
     allow_tainted_writes: bool = False
     enabled: bool = True
     #: After this many failed runs in a row the recipe pauses itself.
@@ -136,6 +144,7 @@ class RecipeSpec:
             "batch_size": self.batch_size,
             "notify": dataclasses.asdict(self.notify),
             "signed_off": list(self.signed_off),
+            "data_sources": None if self.data_sources is None else list(self.data_sources),
             "allow_tainted_writes": self.allow_tainted_writes,
             "enabled": self.enabled,
             "pause_after": self.pause_after,
@@ -201,6 +210,7 @@ def check_spec(raw: Mapping[str, Any], *, base: RecipeSpec | None = None) -> Rec
         batch_size=_whole(values.get("batch_size", 25), "batch_size", 1, BATCH_MAX),
         notify=_notify(values.get("notify", NotifyRules())),
         signed_off=_names(values.get("signed_off", ()), "signed_off"),
+        data_sources=_sources(values.get("data_sources")),
         allow_tainted_writes=_flag(values.get("allow_tainted_writes", False), "allow_tainted_writes"),
         enabled=_flag(values.get("enabled", True), "enabled"),
         pause_after=_whole(values.get("pause_after", 5), "pause_after", 1, 1000),
@@ -255,6 +265,25 @@ def _names(value: Any, name: str) -> tuple[str, ...]:
     for v in value:
         if not isinstance(v, str) or not 0 < len(v) <= 200 or any(ch.isspace() for ch in v):
             raise InvalidInput(f"{name}: {v!r} is not a tool name", field=name)
+        if v not in out:
+            out.append(v)
+    return tuple(out)
+
+
+def _sources(value: Any) -> tuple[str, ...] | None:
+    """A data-source allowlist: ``None`` (every source opted in) or names (``notes``, ``crm``, ``crm.customers``)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [v for v in value.replace(",", " ").split() if v]
+    if not isinstance(value, Sequence) or isinstance(value, bytes) or len(value) > SOURCES_MAX:
+        raise InvalidInput(f"data_sources must be a list of at most {SOURCES_MAX} data source names, or null for "
+                           "every source the workspace opted in", field="data_sources")
+    out: list[str] = []
+    for v in value:
+        if not isinstance(v, str) or not 0 < len(v) <= 200 or any(ch.isspace() or ord(ch) < 32 for ch in v):
+            raise InvalidInput(f"data_sources: {v!r} is not a data source's name (notes, crm, crm.customers …); "
+                               "describe_data lists them", field="data_sources")
         if v not in out:
             out.append(v)
     return tuple(out)
@@ -393,6 +422,8 @@ def spec_from_row(row: Any) -> RecipeSpec:
         ),
         job=row.job, job_config=dict(row.job_config or {}), batch_size=row.batch_size,
         notify=NotifyRules(bool(n.get("on_success", False)), bool(n.get("on_flagged", True))),
-        signed_off=tuple(row.signed_off or ()), allow_tainted_writes=bool(row.allow_tainted_writes),
+        signed_off=tuple(row.signed_off or ()),
+        data_sources=None if row.data_sources is None else tuple(row.data_sources),
+        allow_tainted_writes=bool(row.allow_tainted_writes),
         enabled=bool(row.enabled), pause_after=row.pause_after,
     )

@@ -79,7 +79,7 @@ from noteloom.pipeline import PipelineItem, PipelineJob, PipelineRun
 from noteloom.providers.base import Provider
 from noteloom.providers.errors import ProviderError
 from noteloom.recipes import store
-from noteloom.recipes.model import FAILING, Recipe, RecipeStatus
+from noteloom.recipes.model import DATA_TOOLS, FAILING, Recipe, RecipeStatus
 from noteloom.recipes.store import RecipeRun
 from noteloom.recipes.tools import recipe_tools
 from noteloom.runs import Run, RunCall, RunEnd, RunEngine, RunError, RunHandle, RunStatus
@@ -161,9 +161,6 @@ class _Prep:
 #: A recipe chooses memory through its allowed tools: with one of these it gets the memory
 #: context too (and the tools it lists).
 MEMORY_TOOLS = frozenset({"recall", "remember"})
-#: The generic reads: offered (with the catalog line in the prompt) only when the run can read
-#: at least one data source.
-DATA_TOOLS = frozenset({"describe_data", "query_data"})
 NO_DATA = ("no data source is readable for this recipe (opt sources in under [data] in noteloom.toml; "
            "the recipe's data_sources may narrow them)")
 
@@ -336,7 +333,9 @@ class RecipeRunner:
             if recipe.spec.mode == "agent" and MEMORY_TOOLS & set(recipe.spec.tools):
                 memory = self.memories.build(c, recipe.user_id, recipe.spec.prompt,
                                              vectors=self.host.services.memory_vectors)
-        context = self.host.tool_context(user, origin=CallOrigin(run_id=run_id))
+        sources = recipe.spec.data_sources
+        context = self.host.tool_context(user, origin=CallOrigin(run_id=run_id),
+                                         data_sources=None if sources is None else frozenset(sources))
         prep = _Prep(recipe, rec, user, context, notes=notes, cap=cap, memory=memory)
         if recipe.spec.mode == "agent":
             enabled = {t.name: t for t in self.host.registry.enabled(ws)}

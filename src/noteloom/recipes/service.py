@@ -28,10 +28,11 @@ import sqlalchemy as sa
 from anyio import to_thread
 
 from noteloom import db
+from noteloom.data import DataCatalog
 from noteloom.errors import InvalidInput, NotFound, Unavailable
 from noteloom.recipes import store
 from noteloom.recipes import tables as recipe_tables
-from noteloom.recipes.model import Recipe, RecipeSpec, check_spec
+from noteloom.recipes.model import DATA_TOOLS, Recipe, RecipeSpec, check_spec
 from noteloom.recipes.schedule import iso
 from noteloom.runs import store as run_store
 from noteloom.runs.spend import COST_KEY, TIMEZONE_KEY, TOKENS_KEY, MonthlyCap, month_state
@@ -82,6 +83,7 @@ class RecipeService:
             if unknown:
                 warnings.append(f"this app has no tool {', '.join(map(repr, unknown))}: it is skipped when the "
                                 "recipe runs, and the run's trace says so")
+            warnings += self._data_warnings(spec)
             chosen = [tools[n] for n in spec.tools if n in tools]
             readers = [t.name for t in chosen if t.untrusted_output]
             writers = [t.name for t in chosen if t.writes_out]
@@ -103,6 +105,26 @@ class RecipeService:
                     f"job {job.name!r} judges text others wrote, and its verdicts change your workspace: set "
                     "allow_tainted_writes to acknowledge that", field="allow_tainted_writes")
         return warnings
+
+    def _data_warnings(self, spec: RecipeSpec) -> list[str]:
+        """What a person should know of the recipe's data sources: names the workspace has not
+        opted in (they read nothing; the opt-in may come later), data tools it cannot use."""
+        catalog = self.host.services.get("data")
+        if not isinstance(catalog, DataCatalog):
+            return []
+        out: list[str] = []
+        opted = set(catalog.names()) | set(catalog.databases)
+        stray = [n for n in spec.data_sources or () if n not in opted]
+        if stray:
+            out.append(f"data_sources: {', '.join(map(repr, stray))} not opted in under [data] in noteloom.toml; "
+                       "it reads nothing from them until they are")
+        used = [n for n in spec.tools if n in DATA_TOOLS]
+        context = self.host.tool_context(None, data_sources=None if spec.data_sources is None
+                                         else frozenset(spec.data_sources))
+        if used and not catalog.allowed(context):
+            out.append(f"{' and '.join(used)}: no data source is readable for this recipe, so "
+                       f"{'it is' if len(used) == 1 else 'they are'} not offered when it runs")
+        return out
 
     def _next_fire(self, spec: RecipeSpec, now: int) -> int | None:
         return spec.parsed_schedule.next_after(now) if spec.enabled else None
@@ -220,7 +242,8 @@ class RecipeService:
     def options(self) -> dict[str, Any]:
         """What a recipe form offers: every tool of this app (whether it writes, whether the
         workspace has it enabled — a disabled one is skipped when a recipe runs — and whether
-        it reads text others wrote, for the taint gate), the tools every agent recipe has, and
+        it reads text others wrote, for the taint gate), the tools every agent recipe has, the
+        data sources the workspace opted in (a recipe's ``data_sources`` picks among them), and
         the defaults of a new recipe."""
         from noteloom.recipes.model import RecipeSpec
         from noteloom.recipes.tools import RECIPE_TOOL_NAMES
@@ -232,7 +255,10 @@ class RecipeService:
         tools = [{"name": t.name, "title": t.title, "description": t.description, "effect": t.effect,
                   "enabled": t.name in enabled, "untrusted_output": t.untrusted_output}
                  for t in registry.all()]
-        return {"tools": tools, "recipe_tools": list(RECIPE_TOOL_NAMES),
+        catalog = self.host.services.get("data")
+        sources = [{"name": n, "description": catalog.description(n)} for n in catalog.names()] \
+            if isinstance(catalog, DataCatalog) else []
+        return {"tools": tools, "recipe_tools": list(RECIPE_TOOL_NAMES), "data_sources": sources,
                 "defaults": {k: v for k, v in RecipeSpec(name="").as_json().items() if k != "name"}}
 
     def jobs(self) -> list[dict[str, Any]]:

@@ -30,7 +30,8 @@ def _row_values(spec: RecipeSpec) -> dict[str, Any]:
     j = spec.as_json()
     return {k: j[k] for k in (
         "name", "mode", "prompt", "tools", "model", "controls", "schedule", "timezone", "missed", "budgets", "job",
-        "job_config", "batch_size", "notify", "signed_off", "allow_tainted_writes", "enabled", "pause_after",
+        "job_config", "batch_size", "notify", "signed_off", "data_sources", "allow_tainted_writes", "enabled",
+        "pause_after",
     )}
 
 

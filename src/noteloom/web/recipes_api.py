@@ -23,7 +23,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from noteloom.app import App
 from noteloom.jsonvalues import dumps, encodable
-from noteloom.recipes.model import BATCH_MAX, NAME_MAX, PROMPT_MAX, TOOLS_MAX
+from noteloom.recipes.model import BATCH_MAX, NAME_MAX, PROMPT_MAX, SOURCES_MAX, TOOLS_MAX
 from noteloom.recipes.service import RecipeService
 from noteloom.web.api_base import (
     ERRORS,
@@ -46,6 +46,7 @@ IMPORT_MAX_CHARS = 2_000_000
 # -- request bodies -----------------------------------------------------------------------------
 
 ToolName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^\S+$")]
+SourceName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s\x00-\x1f]+$")]
 
 
 class ControlsIn(StrictModel):
@@ -94,6 +95,9 @@ class RecipePatch(StrictModel):
     notify: NotifyIn | None = None
     signed_off: list[ToolName] | None = Field(
         None, max_length=TOOLS_MAX, description="Tools whose calls that need approval the recipe may make unattended.")
+    data_sources: list[SourceName] | None = Field(
+        None, max_length=SOURCES_MAX, description="The data sources describe_data/query_data may read: null = every "
+        "source the workspace opted in, [] = none (GET /options lists the opted-in ones).")
     allow_tainted_writes: bool | None = Field(
         None, description="Acknowledge that text others wrote reaches a recipe that can write.")
     enabled: bool | None = Field(None, description="false pauses the recipe.")
@@ -201,6 +205,7 @@ class RecipeOut(BaseModel):
     batch_size: int
     notify: NotifyOut
     signed_off: list[str]
+    data_sources: list[str] | None = Field(description="null = every source the workspace opted in.")
     allow_tainted_writes: bool
     enabled: bool
     pause_after: int
@@ -309,9 +314,15 @@ class ToolOut(BaseModel):
     untrusted_output: bool
 
 
+class DataSourceOut(BaseModel):
+    name: str
+    description: str
+
+
 class OptionsOut(BaseModel):
     tools: list[ToolOut]
     recipe_tools: list[str]
+    data_sources: list[DataSourceOut] = Field(description="The data sources the workspace opted in.")
     defaults: dict[str, Any]
 
 
@@ -401,7 +412,8 @@ def install(api: FastAPI, app: App) -> None:
     @r.get("/options", response_model=OptionsOut)
     async def options() -> dict[str, Any]:
         """What a recipe form offers: every tool (whether it writes, is enabled in the workspace,
-        reads text others wrote), the tools every agent recipe has, and a new recipe's defaults."""
+        reads text others wrote), the tools every agent recipe has, the data sources the workspace
+        opted in (a recipe's data_sources picks among them), and a new recipe's defaults."""
         out: dict[str, Any] = await call(recipes.options)
         return out
 

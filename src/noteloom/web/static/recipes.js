@@ -16,6 +16,7 @@
     name: "", mode: "agent", prompt: "", tools: [], model: null, controls: {}, schedule: "manual",
     timezone: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC", missed: "skip", budgets: {},
     job: null, job_config: {}, batch_size: 25, notify: { on_success: false, on_flagged: true }, signed_off: [],
+    data_sources: null,
     allow_tainted_writes: false, enabled: true, pause_after: 5,
   };
 
@@ -224,6 +225,7 @@
     fact("Model", r.model || "the default model");
     if (r.mode === "agent") fact("Tools", r.tools.length ? r.tools.join(", ") : "none");
     if (r.signed_off && r.signed_off.length) fact("Signed off", r.signed_off.join(", "));
+    if (r.mode === "agent" && Array.isArray(r.data_sources)) fact("Data sources", r.data_sources.join(", ") || "none");
     if (r.failures) fact("Failures in a row", String(r.failures));
     if (paused) fact("Paused", r.paused_reason || "by you");
     const upcoming = (r.upcoming || []).length ? h("ol", { class: "upcoming" }, ...r.upcoming.map((t) => h("li", { text: fireTime(t) }))) : null;
@@ -432,6 +434,7 @@
     if (opts && opts.defaults) Object.assign(NEW, opts.defaults, { timezone: NEW.timezone });
     state.meta = {
       tools: opts ? opts.tools : null,
+      sources: opts && opts.data_sources ? opts.data_sources : null,
       jobs: ok(jobs, []),
       models: ok(models, { models: [], default_model: null }),
       notebooks: ok(notebooks, []),
@@ -510,6 +513,30 @@
           sign, " sign off"),
         h("span", { class: "muted tool-about", text: t.description.split("\n")[0] })));
     }
+  }
+
+  // The data sources the recipe may read: every opted-in one (data_sources null), or those ticked.
+  function drawSources(recipe) {
+    const box = $("data-list");
+    const sources = state.meta.sources;
+    box.replaceChildren();
+    if (!sources) { box.append(h("p", { class: "muted", text: "The data sources could not be read; they stay as they are." })); return; }
+    const chosen = recipe.data_sources;
+    const every = h("input", { type: "checkbox", id: "f-data-all", checked: chosen === null || chosen === undefined });
+    box.append(h("label", { class: "check", for: "f-data-all" }, every, " Every source the workspace opted in"));
+    const known = new Set(sources.map((d) => d.name));
+    const all = [...sources, ...(chosen || []).filter((n) => !known.has(n)).map((n) => ({ name: n, description: "not opted in: reads nothing", missing: true }))];
+    if (!all.length) box.append(h("p", { class: "muted", text: "No data sources are opted in (under [data] in noteloom.toml)." }));
+    const boxes = [];
+    for (const d of all) {
+      const pick = h("input", { type: "checkbox", name: "data_source", value: d.name, id: `data-${d.name}`,
+        checked: !!chosen && chosen.includes(d.name), disabled: every.checked });
+      boxes.push(pick);
+      box.append(h("div", { class: `tool-choice${d.missing ? " missing" : ""}` },
+        h("label", { class: "check", for: `data-${d.name}` }, pick, " ", h("code", { text: d.name })),
+        h("span", { class: "muted tool-about", text: d.description })));
+    }
+    every.addEventListener("change", () => { for (const b of boxes) b.disabled = every.checked; });
   }
 
   function drawJobs(recipe) {
@@ -626,6 +653,7 @@
     $(r.mode === "pipeline" ? "f-mode-pipeline" : "f-mode-agent").checked = true;
     $("f-prompt").value = r.prompt || "";
     drawTools(r);
+    drawSources(r);
     drawJobs(r);
     $("f-batch-size").value = numText(r.batch_size);
     drawModels(r);
@@ -712,6 +740,9 @@
       body.tools = text ? split(text.value) : [...document.querySelectorAll("#tool-list input[name=tool]:checked")].map((i) => i.value);
       body.signed_off = text ? split($("f-signed-text").value)
         : [...document.querySelectorAll("#tool-list input[name=signed_off]:checked")].map((i) => i.value);
+      const every = $("f-data-all");
+      if (every) body.data_sources = every.checked ? null
+        : [...document.querySelectorAll("#data-list input[name=data_source]:checked")].map((i) => i.value);
       body.job = null;
       body.job_config = {};
     } else {
