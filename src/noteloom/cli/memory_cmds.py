@@ -17,6 +17,7 @@ from pathlib import Path
 import typer
 from sqlalchemy.engine import Connection
 
+from noteloom.chat.wiring import MEMORY_DEFAULT_KEY, memory_default
 from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_json
 from noteloom.cli.dates import show_date
 from noteloom.errors import NotFound
@@ -176,3 +177,21 @@ def search(query: str = typer.Argument(..., help="Words to look for (all must ma
     with _reading(home) as (c, owner):
         rows = store.search(c, owner.id, query, scope=scope, limit=limit)
     _show(rows, as_json, f"No memory matches {query!r}.")
+
+
+@memory_app.command("default")
+def default_(state: str | None = typer.Argument(None, metavar="[on|off]",
+                                                help="Turn memory on or off for new chats; leave out to print it."),
+             as_json: bool = JSON_OPTION, home: Path | None = HOME_OPTION) -> None:
+    """Whether new chats have memory (chat.memory_default; on unless set off). A chat that set
+    its own memory toggle keeps it."""
+    if state is not None and state.lower() not in ("on", "off"):
+        fail(f"memory default takes on or off, not {state!r}", 2)
+    with opened(home) as app:
+        if state is not None:
+            app.workspace.set_setting(MEMORY_DEFAULT_KEY, state.lower() == "on")
+        on = memory_default(app.workspace.get_setting(MEMORY_DEFAULT_KEY))
+    if as_json:
+        print_json({"memory_default": on})
+    else:
+        typer.echo(f"Memory in new chats: {'on' if on else 'off'}.")

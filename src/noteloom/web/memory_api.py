@@ -16,16 +16,18 @@ from typing import Annotated, Any, Literal
 from anyio import to_thread
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from noteloom import db
 from noteloom.app import App
+from noteloom.chat.wiring import MEMORY_DEFAULT_KEY, memory_default
 from noteloom.errors import InvalidInput, NotFound
 from noteloom.memory import store
 from noteloom.memory.store import CONTENT_MAX, LIMIT_MAX, TAG_MAX, TAGS_MAX, TITLE_MAX, Memory
 from noteloom.web.api_base import (
     ERRORS,
     NO_NUL,
+    ApiError,
     ApiJSONResponse,
     IdPath,
     StrictModel,
@@ -70,6 +72,12 @@ class MemoryOut(BaseModel):
     updated_time: int
 
 
+class MemoryDefault(StrictModel):
+    """Whether new chats have memory (``chat.memory_default``; on unless set off)."""
+
+    memory_default: StrictBool = Field(description="New chats have memory unless a chat sets its own toggle.")
+
+
 def install(api: FastAPI, app: App) -> None:
     """Add ``/api/v1/memory/...`` to the web app."""
     install_error_handlers(api)
@@ -106,6 +114,27 @@ def install(api: FastAPI, app: App) -> None:
         with db.write_tx(engine) as c:
             if not store.delete(c, user_id, memory_id):
                 raise NotFound(store.missing(memory_id))
+
+    def default_state() -> dict[str, bool]:
+        return {"memory_default": memory_default(app.workspace.get_setting(MEMORY_DEFAULT_KEY))}
+
+    def set_default(on: bool) -> dict[str, bool]:
+        app.workspace.set_setting(MEMORY_DEFAULT_KEY, on)
+        return default_state()
+
+    # Fixed paths before /{memory_id}.
+
+    @r.get("/default", response_model=MemoryDefault)
+    async def get_default() -> dict[str, bool]:
+        """Whether new chats have memory (a chat that set its own toggle keeps it)."""
+        return await to_thread.run_sync(default_state)
+
+    @r.put("/default", response_model=MemoryDefault)
+    async def put_default(request: Request, body: MemoryDefault) -> dict[str, bool]:
+        """Turn memory on or off for new chats (the workspace's owner only)."""
+        if not user_of(request).is_owner:
+            raise ApiError(403, "forbidden", "only the workspace's owner sets whether new chats have memory")
+        return await to_thread.run_sync(set_default, body.memory_default)
 
     @r.get("", response_model=list[MemoryOut])
     async def list_memories(
