@@ -3,6 +3,7 @@
 The composition root (``noteloom.app.open_app``) builds them in dependency order::
 
     embedders ─► semantic       the index (None when semantic search is off)
+                 memory_vectors the memories' vectors beside it (embedding while the indexer runs)
     providers                   the model providers (the chat, ``ask``, tools that call a model)
     tools                       each registered once the services it requires exist
     chat                        while the turn runner runs (``App.background``)
