@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from noteloom import db
+from noteloom.chat import search as search_text
 from noteloom.chat import tables as t
 from noteloom.chat.records import Controls, Conversation, check_controls
 from noteloom.db import new_id, now_ms
@@ -146,24 +147,16 @@ class Conversations:
         conn: Connection | None = None,
     ) -> list[Conversation]:
         """Pinned first, then most recently active. ``search`` matches the title or any
-        message's text, literally (``%`` and ``_`` are plain characters), ignoring case."""
-        cv, m = t.conversations, t.messages
+        message's text, literally (``%`` and ``_`` are plain characters), ignoring case, through
+        :func:`noteloom.chat.search.matching` (so only conversations ``searchable()`` admits)."""
+        cv = t.conversations
         q = sa.select(cv).where(cv.c.user_id == user_id)
         q = q.where(cv.c.deleted_time.is_not(None) if deleted else cv.c.deleted_time.is_(None))
         term = (search or "").strip()
-        if term:
-            needle = term.lower()
-            in_messages = (
-                sa.select(m.c.id)
-                .where(
-                    m.c.conversation_id == cv.c.id,
-                    sa.func.lower(m.c.content).contains(needle, autoescape=True),
-                )
-                .exists()
-            )
-            q = q.where(sa.or_(sa.func.lower(cv.c.title).contains(needle, autoescape=True), in_messages))
         q = q.order_by(cv.c.pinned.desc(), cv.c.updated_time.desc(), cv.c.id).limit(limit).offset(offset)
         with self._r(conn) as c:
+            if term:
+                q = q.where(search_text.matching(term.lower(), c.dialect.name, roles=None))
             return [conversation_from_row(r) for r in c.execute(q)]
 
     def update(

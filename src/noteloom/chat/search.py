@@ -24,6 +24,7 @@ ASCII letters only, so ``É`` finds ``é`` there only when typed in the same cas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -66,6 +67,17 @@ def searchable(conversations: sa.Table = t.conversations) -> ColumnElement[bool]
     return sa.true()
 
 
+def matching(needle: str, dialect: str, *, roles: Sequence[str] | None = SEARCHED_ROLES) -> ColumnElement[bool]:
+    """A searchable conversation whose title, or the text of one of its messages (of ``roles``;
+    ``None``: any), contains ``needle`` as written, ignoring case. The chat list's search and
+    :func:`search_conversations` both match through it."""
+    cv, m = t.conversations, t.messages
+    in_message = sa.select(m.c.id).where(m.c.conversation_id == cv.c.id, _contains(m.c.content, needle, dialect))
+    if roles is not None:
+        in_message = in_message.where(m.c.role.in_(roles))
+    return sa.and_(searchable(cv), sa.or_(_contains(cv.c.title, needle, dialect), in_message.exists()))
+
+
 def _contains(column: ColumnElement[str], needle: str, dialect: str) -> ColumnElement[bool]:
     """``column`` contains ``needle`` as written, ignoring case (wildcards escaped)."""
     if dialect == "sqlite":
@@ -91,15 +103,9 @@ def search_conversations(
     limit = max(1, min(limit, MAX_HITS))
     cv, m = t.conversations, t.messages
     dialect = conn.dialect.name
-    in_message = (
-        sa.select(m.c.id)
-        .where(m.c.conversation_id == cv.c.id, m.c.role.in_(SEARCHED_ROLES), _contains(m.c.content, needle, dialect))
-        .exists()
-    )
     q = (
         sa.select(cv.c.id, cv.c.title, cv.c.created_time, cv.c.updated_time)
-        .where(cv.c.user_id == user_id, cv.c.deleted_time.is_(None), searchable(cv))
-        .where(sa.or_(_contains(cv.c.title, needle, dialect), in_message))
+        .where(cv.c.user_id == user_id, cv.c.deleted_time.is_(None), matching(needle, dialect))
         .order_by(cv.c.updated_time.desc(), cv.c.id)
         .limit(limit + 1)
     )
