@@ -247,3 +247,29 @@ async def test_one_users_memories_are_never_scored_for_another(semantic: tuple[A
 def _scoped(app: App, user_id: str) -> list[store.Memory]:
     with db.read_tx(app.engine) as c:
         return list(store.scoped(c, user_id))
+
+
+async def test_recall_finds_a_memory_by_meaning_once_its_vector_is_ready_and_never_waits_for_it(
+    semantic: tuple[App, ConceptEmbedder],
+) -> None:
+    from noteloom.tools import call_tool
+
+    app, embedder = semantic
+    owner = app.workspace.ensure_owner()
+    allergy = _facts(app, owner.id)
+    other = _user(app, "other")
+    _add(app, other, "Cooks prawns every Friday.", "Friday prawns")  # B's: never recalled for A
+    ctx = app.tool_context(owner)
+    recall = app.registry.get("recall")
+    embedder.gate.clear()
+    try:
+        async with app.background(INDEXER):
+            early = await call_tool(ctx, recall, {"query": "prawn curry"})
+            assert early.payload["memories"] == []  # no word in common, no vector yet: nothing, at once
+            embedder.gate.set()
+            await _settled(_vectors(app))
+            found = await call_tool(ctx, recall, {"query": "prawn curry"})
+    finally:
+        embedder.gate.set()
+    assert [m["id"] for m in found.payload["memories"]] == [allergy.id]
+    assert found.untrusted

@@ -28,6 +28,8 @@ from typing import Any
 from noteloom.default_plugins.workspace_tools.common import iso, threaded
 from noteloom.hooks import hookimpl
 from noteloom.memory import store
+from noteloom.memory.context import MemoryIndex
+from noteloom.memory.similarity import MemoryVectors
 from noteloom.memory.store import CONTENT_MAX, TAG_MAX, TAGS_MAX, TITLE_MAX, Memory
 from noteloom.tools import NoteNamer, ToolContext, ToolDef, ToolError, never
 from noteloom.workspace import User
@@ -35,6 +37,8 @@ from noteloom.workspace import User
 #: Most memories one recall returns.
 RECALL_MAX = 20
 RECALL_DEFAULT = 5
+#: How close in meaning (cosine) a memory must be for recall to return it without a shared word.
+RECALL_MIN_SIMILARITY = 0.45
 #: Characters of memory bodies one recall returns: the first memory always whole (at most
 #: 50,000), the next ones while this lasts, cut with a pointer to the rest.
 RECALL_CHARS = 60_000
@@ -133,6 +137,7 @@ def _recall(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             seen = {x.id for x in found}
             if store.query_terms(query):
                 found += [x for x in store.search(c, user.id, query, scope=scope, limit=limit) if x.id not in seen]
+            found += _by_meaning(ctx, c, user.id, query, scope, limit, {x.id for x in found})
     found = found[: max(limit, len(ids))][:RECALL_MAX]
     left = RECALL_CHARS
     shown: list[dict[str, Any]] = []
@@ -148,12 +153,30 @@ def _recall(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                     "No memory of this user or the workspace matches."}
 
 
+def _by_meaning(ctx: ToolContext, c: Any, user_id: str, query: str, scope: Any, limit: int,
+                seen: set[str]) -> list[Memory]:
+    """With semantic search on, the memories closest in meaning to ``query`` that its words
+    did not find (from the vectors ready now: a recall never waits for the embedder)."""
+    vectors = getattr(ctx.services, "memory_vectors", None)
+    if not isinstance(vectors, MemoryVectors):
+        return []
+    rows = [m for m in store.scoped(c, user_id) if scope is None or m.scope == scope]
+    similarity = vectors.similarity(MemoryIndex.of(rows), user_id)
+    if similarity is None:
+        return []
+    by_id = {m.id: m for m in rows}
+    close = sorted(((score, mid) for mid, score in similarity(query).items()
+                    if score >= RECALL_MIN_SIMILARITY and mid in by_id and mid not in seen), reverse=True)
+    return [by_id[mid] for _, mid in close[:limit]]
+
+
 RECALL = ToolDef(
     name="recall",
     title="Recall memories",
     description=(
         "Read the full text of remembered facts: the user's own memories and the workspace's shared ones, "
-        "by words they contain (query) or by id (ids, e.g. from the memory index in your instructions). "
+        "by words they contain (query; with semantic search on, also by meaning) or by id (ids, e.g. from the "
+        "memory index in your instructions). "
         "Give a query, ids or both."
     ),
     input_schema={
