@@ -4,16 +4,14 @@ naming the field, never a 5xx."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 
+from api_support import client, second_user
 from noteloom import db
-from noteloom.app import App, access_token
-from noteloom.db import new_id, now_ms
+from noteloom.app import App
 from noteloom.memory import store
 from noteloom.web.app import create_web_app
 
@@ -24,23 +22,6 @@ BASE = "/api/v1/memory"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@asynccontextmanager
-async def client(app: App, token: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    token = token or access_token(app)
-    transport = httpx.ASGITransport(app=create_web_app(app))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver",
-                                 headers={"Authorization": f"Bearer {token}"}) as c:
-        yield c
-
-
-def second_user(app: App) -> tuple[str, str]:
-    """Another user of the workspace and a token of theirs."""
-    uid = new_id()
-    with db.write_tx(app.engine) as c:
-        c.execute(db.users.insert(), {"id": uid, "name": "guest", "is_owner": False, "created_time": now_ms()})
-    return uid, app.workspace.create_token(uid)
 
 
 async def test_add_list_search_change_and_delete(any_app: App) -> None:

@@ -10,8 +10,9 @@ from contextlib import asynccontextmanager
 import httpx2 as httpx
 import pytest
 
+from api_support import second_user
 from noteloom.app import App, access_token
-from noteloom.db import new_id, now_ms, users, write_tx
+from noteloom.db import new_id, write_tx
 from noteloom.notifications import KINDS, Notifications
 from noteloom.web.app import create_web_app
 
@@ -32,14 +33,6 @@ async def client(app: App) -> AsyncIterator[httpx.AsyncClient]:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def a_user(app: App, name: str) -> tuple[str, str]:
-    """Another (non-owner) user and an API token of theirs."""
-    uid = new_id()
-    with write_tx(app.engine) as c:
-        c.execute(users.insert(), {"id": uid, "name": name, "is_owner": False, "created_time": now_ms()})
-    return uid, app.workspace.create_token(uid)
 
 
 def notify(app: App, user_id: str, title: str, kind: str = "failure") -> str:
@@ -84,7 +77,7 @@ async def test_a_user_never_sees_or_marks_another_users_notifications_or_webhook
     owner = app.workspace.owner()
     assert owner is not None
     mine = notify(app, owner.id, "Mine")
-    other_id, other_token = a_user(app, "guest")
+    other_id, other_token = second_user(app, "guest")
     theirs = notify(app, other_id, "Theirs")
     async with client(app) as c:
         listed = (await c.get("/api/v1/notifications", headers=bearer(token))).json()

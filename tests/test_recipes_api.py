@@ -5,19 +5,15 @@ events, approvals, stop, export/import, owner scoping, and 4xx naming the field 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx2 as httpx
 import pytest
 
+from api_support import client, second_user
 from chat_support import scripted
-from noteloom import db
-from noteloom.app import RECIPES, App, access_token
-from noteloom.db import new_id, now_ms
-from noteloom.web.app import create_web_app
+from noteloom.app import RECIPES, App
 
 pytestmark = pytest.mark.anyio
 BASE = "/api/v1/recipes"
@@ -26,23 +22,6 @@ BASE = "/api/v1/recipes"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@asynccontextmanager
-async def client(app: App, token: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    token = token or access_token(app)
-    transport = httpx.ASGITransport(app=create_web_app(app))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver",
-                                 headers={"Authorization": f"Bearer {token}"}) as c:
-        yield c
-
-
-def second_user(app: App) -> str:
-    """Another user of the workspace and a token of theirs (no command makes one yet: a row)."""
-    uid = new_id()
-    with db.write_tx(app.engine) as c:
-        c.execute(db.users.insert(), {"id": uid, "name": "guest", "is_owner": False, "created_time": now_ms()})
-    return app.workspace.create_token(uid)
 
 
 def sse(text: str) -> list[tuple[int, str, dict[str, Any]]]:
@@ -214,7 +193,7 @@ async def test_export_then_import_starts_paused(any_app: App) -> None:
 
 async def test_another_users_token_can_neither_see_nor_run_nor_stop_the_owners_recipes(any_app: App) -> None:
     scripted(any_app, [{"text": "done"}], loop=True)
-    guest = second_user(any_app)
+    _, guest = second_user(any_app)
     async with any_app.background(RECIPES), client(any_app) as owner, client(any_app, guest) as other:
         saved = (await owner.post(BASE, json={"name": "mine", "prompt": "x", "model": "play:script"})).json()
         run_id = (await owner.post(f"{BASE}/mine/runs")).json()["run_id"]
