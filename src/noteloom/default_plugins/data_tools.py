@@ -20,7 +20,9 @@ from noteloom.data.query import DEFAULT_LIMIT, MAX_LIMIT
 from noteloom.hooks import hookimpl
 from noteloom.tools import ToolContext, ToolDef, ToolError, ToolResult
 
-_SCALAR = {"type": ["string", "number", "integer", "boolean", "null"]}
+# One ``type`` per alternative: a list of types is legal JSON Schema but some clients map tool
+# schemas onto a single-type dialect (Gemini's OpenAPI subset) and drop or refuse it.
+_SCALARS: list[dict[str, Any]] = [{"type": t} for t in ("string", "number", "boolean", "null")]
 
 _DESCRIBE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -37,7 +39,8 @@ _QUERY_SCHEMA: dict[str, Any] = {
         "source": {"type": "string", "minLength": 1, "maxLength": 200, "description": "A source describe_data lists."},
         "filters": {
             "type": "object", "maxProperties": 20,
-            "additionalProperties": {"anyOf": [_SCALAR, {"type": "array", "maxItems": 100, "items": _SCALAR}]},
+            "additionalProperties": {"anyOf": [*_SCALARS,
+                                               {"type": "array", "maxItems": 100, "items": {"anyOf": _SCALARS}}]},
             "description": ("FIELD: equals (a list: any of; null: empty); FIELD_like: contains the text, ignoring "
                             "case; FIELD_min / FIELD_after: >=; FIELD_max / FIELD_before: <=. Times in ISO 8601."),
         },
