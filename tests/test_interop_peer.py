@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,24 @@ def test_joplin_imports_a_noteloom_jex_with_everything_intact(app: App, tmp_path
     result = CliRunner().invoke(cli, ["export", str(archive), "--format", "jex"])
     assert result.exit_code == 0, result.output
 
-    profile = tmp_path / "joplin-profile"
-    joplin(profile, "import", str(archive), "--format", "jex", "--force")
-    raw = tmp_path / "joplin-raw"
-    joplin(profile, "export", "--format", "raw", str(raw))
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    back: Bundle = read_raw(raw, staging, Budget(ImportLimits()), no_progress)
+    # Joplin's own import has twice dropped one note-tag link on a machine loaded past its
+    # cores (stops 20 and 23; never idle, never our archive: the links are all in it). The
+    # round trip through Joplin is made again once, in a fresh profile, when that exact symptom
+    # shows; every assertion below still holds of the round trip that is checked.
+    links = sum(len(n["tags"]) for n in ours["notes"].values())
+    for attempt in (1, 2):
+        profile = tmp_path / f"joplin-profile-{attempt}"
+        joplin(profile, "import", str(archive), "--format", "jex", "--force")
+        raw = tmp_path / f"joplin-raw-{attempt}"
+        joplin(profile, "export", "--format", "raw", str(raw))
+        staging = tmp_path / f"staging-{attempt}"
+        staging.mkdir()
+        back: Bundle = read_raw(raw, staging, Budget(ImportLimits()), no_progress)
+        kept = sum(len(n.tags) for n in back.notes)
+        if kept == links or attempt == 2:
+            break
+        warnings.warn(f"Joplin kept {kept} of {links} note-tag links on import; trying the round trip again",
+                      stacklevel=1)
     assert back.notices.messages() == []
 
     # Notebooks: the same tree, titles and times.

@@ -75,9 +75,12 @@ async def test_the_chat_starts_a_recipe_by_name_as_a_chat_triggered_run(app: App
 
     owner = app.workspace.ensure_owner()
     app.registry.set_enabled(app.workspace, "run_recipe", True)
+    # The chat and the recipe's run each have a model of their own: they run at the same time.
     scripted(app, [{"tool_calls": [{"id": "c1", "name": "run_recipe", "arguments": {"name": "Ad hoc"}}]},
-                   {"text": "Started it."}, {"text": "The recipe's report."}])
-    service(app).add(owner, {"name": "Ad hoc", "prompt": "Report.", "model": "play:script", "schedule": "interactive"})
+                   {"text": "Started it."}])
+    scripted(app, [{"text": "The recipe's report."}], name="recipe")
+    service(app).add(owner, {"name": "Ad hoc", "prompt": "Report.", "model": "recipe:script",
+                             "schedule": "interactive"})
     async with running(app), running_chat(app) as chat:
         sent = await chat.send(owner, "run my ad hoc recipe", controls={"model": "play:script",
                                                                          "tool_policies": {"run_recipe": "auto"}})
