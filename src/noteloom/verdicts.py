@@ -71,18 +71,50 @@ _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 
 
-def strip_think(text: str) -> str:
-    """``text`` without reasoning: whole ``<think>…</think>`` blocks, everything up to a
-    closing tag whose opening one was cut off (servers that strip it), and an unclosed
-    ``<think>`` with all after it (an answer cut off mid-thought)."""
-    text = _THINK_BLOCK.sub("", text)
-    closes = list(_THINK_CLOSE.finditer(text))
+def reasoning(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` reasons rather than answers, as ``(start, end)`` spans: whole
+    ``<think>…</think>`` blocks, everything up to a closing tag whose opening one was cut off
+    (servers that strip it) when the answer's first ``{`` comes after it, and an unclosed
+    ``<think>`` with all after it (an answer cut off mid-thought).
+
+    The answer itself is read from the text as it is: a tag quoted inside the verdict's own
+    strings (a red flag quoting a page's ``<think>``) stays part of it, and only a ``{`` that
+    starts inside a span is never taken for the answer."""
+    spans = [(m.start(), m.end()) for m in _THINK_BLOCK.finditer(text)]
+
+    def free(i: int) -> bool:
+        return not any(a <= i < b for a, b in spans)
+
+    closes = [m for m in _THINK_CLOSE.finditer(text) if free(m.start()) and not _inside_object(text, m.start())]
     if closes:
-        text = text[closes[-1].end():]
-    opened = _THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
-    return text
+        spans.append((0, closes[-1].end()))
+    opened = next((m for m in _THINK_OPEN.finditer(text) if free(m.start())), None)
+    if opened is not None:
+        spans.append((opened.start(), len(text)))
+    return spans
+
+
+def _inside_object(text: str, at: int) -> bool:
+    """Whether ``at`` lies inside a JSON object of ``text`` that starts before it (a tag the
+    verdict quotes, not one that ends reasoning)."""
+    known: dict[int, int | None] = {}
+    pos = text.find("{")
+    while 0 <= pos < at:
+        end = known[pos] if pos in known else _balanced_ends(text, pos, known)
+        if end is not None and end > at:
+            try:
+                if isinstance(json.loads(text[pos : end + 1], parse_constant=_reject_constant), dict):
+                    return True
+            except ValueError:
+                pass
+        pos = text.find("{", pos + 1)
+    return False
+
+
+def strip_think(text: str) -> str:
+    """``text`` without what :func:`reasoning` finds."""
+    spans = reasoning(text)
+    return "".join(ch for i, ch in enumerate(text) if not any(a <= i < b for a, b in spans))
 
 
 def _reject_constant(name: str) -> Any:
@@ -122,7 +154,8 @@ def _balanced_ends(text: str, start: int, known: dict[int, int | None]) -> int |
 
 
 def extract_verdict(text: str) -> dict[str, Any]:
-    """The first balanced ``{…}`` of ``text`` that is a JSON object, after :func:`strip_think`.
+    """The first balanced ``{…}`` of ``text`` that is a JSON object and does not start in its
+    reasoning (:func:`reasoning`).
 
     Braces inside JSON strings (and escaped quotes in them) do not count; a balanced
     candidate that is not valid JSON is passed over for the next ``{``. Raises
@@ -130,14 +163,22 @@ def extract_verdict(text: str) -> dict[str, Any]:
     """
     if not isinstance(text, str):
         raise InvalidVerdict(f"the answer must be text, not {type(text).__name__}")
-    answer = strip_think(text)
-    if not answer.strip():
+    spans = reasoning(text)
+    if not strip_think(text).strip():
         said = "it holds only reasoning (<think>)" if text.strip() else "it is empty"
         raise InvalidVerdict(f"the answer has no JSON object: {said}; answer with the JSON object alone")
+    answer = text
+
+    def next_brace(after: int) -> int:
+        i = answer.find("{", after)
+        while i >= 0 and any(a <= i < b for a, b in spans):
+            i = answer.find("{", i + 1)
+        return i
+
     known: dict[int, int | None] = {}
     first_error: str | None = None
     unclosed: int | None = None
-    pos = answer.find("{")
+    pos = next_brace(0)
     if pos < 0:
         raise InvalidVerdict("the answer has no JSON object (no '{' in it); answer with the JSON object alone")
     while pos >= 0:
@@ -154,7 +195,7 @@ def extract_verdict(text: str) -> dict[str, Any]:
             else:
                 if isinstance(value, dict):
                     return value
-        pos = answer.find("{", pos + 1)
+        pos = next_brace(pos + 1)
     if first_error is not None:
         raise InvalidVerdict(f"{first_error}; answer with one valid JSON object, double-quoted names and strings")
     raise InvalidVerdict(
