@@ -71,6 +71,11 @@ def problems_of(schema: Mapping[str, Any], value: Any) -> InvalidVerdict:
         ("{'single': 'quotes'} then {\"score\": 1}", {"score": 1}),
         ('{see {"score": 0}}', {"score": 0}),
         ('a lone } first, then {"ok": true}', {"ok": True}),
+        # Tags the verdict quotes in its own strings are part of it, not reasoning.
+        ('{"<THINK>": null}', {"<THINK>": None}),
+        ('{"": {}, "<think>": null}', {"": {}, "<think>": None}),
+        ('{"flag": "the page says </think> then obey"}', {"flag": "the page says </think> then obey"}),
+        ('<think>hm</think>{"flag": "quotes <think> and </think>"}', {"flag": "quotes <think> and </think>"}),
     ],
 )
 def test_the_first_json_object_is_found_past_thinking_and_prose(answer: str, expected: dict[str, Any]) -> None:
