@@ -375,6 +375,27 @@ async def test_calls_are_recorded_as_they_start_and_end(engine: Engine) -> None:
     assert [x["outcome"] for x in shown["calls"]] == ["ok", "denied", "interrupted"]
 
 
+async def test_an_engine_that_owns_some_kinds_leaves_the_runs_of_other_kinds_to_their_owners(engine: Engine) -> None:
+    # A process runs an engine per owner (the chat's, the recipes'): the recipes' engine must
+    # never settle a chat turn, whose message only the chat's reaper marks interrupted.
+    dead = RunnerLease(engine)
+    dead.acquire()
+    dead.release()
+    theirs, mine = _orphan(engine, dead.id, 1), _orphan(engine, dead.id, 1)
+    with db.write_tx(engine) as c:
+        c.execute(t.runs.update().where(t.runs.c.id == theirs).values(kind="chat_turn"))
+        c.execute(t.runs.update().where(t.runs.c.id == mine).values(kind="recipe"))
+    recipes = RunEngine(engine, QUIET)
+    recipes.on_reap("recipe", lambda c, run, error, calls: (error.as_dict(), {"status": "failed"}))
+    async with recipes.running():
+        assert recipes.reap(db.now_ms()) == []  # its own went at start-up; the other is not its
+    assert row(engine, mine).status == "failed"
+    assert row(engine, theirs).status == "running"
+    async with running(engine):  # an engine that registered no kind reaps every kind
+        pass
+    assert row(engine, theirs).status == "failed"
+
+
 async def test_a_call_started_and_never_finished_is_named_in_the_reaped_runs_error(engine: Engine) -> None:
     dead = RunnerLease(engine)
     dead.acquire()

@@ -116,8 +116,16 @@ class RunEngine:
         return self.lease.id
 
     def on_reap(self, kind: str, reaper: Reaper) -> None:
-        """How a reaped run of ``kind`` is shown by its owner (see ``Reaper``)."""
+        """How a reaped run of ``kind`` is shown by its owner (see ``Reaper``).
+
+        An engine that registered a reaper for some kind reaps the runs of the kinds it
+        registered only: a process runs an engine per owner (the chat's, the recipes'), and a
+        run settled by an engine that does not know its kind would skip its owner's part (the
+        chat's message would stay "running"). An engine with none registered reaps every kind."""
         self._reapers[kind] = reaper
+
+    def _reaps(self, kind: str) -> bool:
+        return not self._reapers or kind in self._reapers
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -172,7 +180,7 @@ class RunEngine:
         heartbeat is older than ``older_than_ms``, or whose runner is gone: of the runners
         of runs with a heartbeat before ``probe_before_ms``, those whose lease is free."""
         with db.read_tx(self.db) as c:  # the common case, nothing to do, takes no write lock
-            rows = [r for r in store.running(c) if self.live.get(r[0]) is None]
+            rows = [r for r in store.running(c) if self.live.get(r[0]) is None and self._reaps(r[1])]
         stale = {rid for rid, _, _, beat in rows if beat is None or beat < older_than_ms}
         suspects = {
             runner for rid, _, runner, beat in rows
@@ -184,8 +192,8 @@ class RunEngine:
             return []
         done: list[str] = []
         with db.write_tx(self.db) as c:
-            for rid, _, runner, beat in store.running(c):  # again: a run may have moved on meanwhile
-                if self.live.get(rid) is not None:
+            for rid, kind, runner, beat in store.running(c):  # again: a run may have moved on meanwhile
+                if self.live.get(rid) is not None or not self._reaps(kind):
                     continue
                 if not (beat is None or beat < older_than_ms or (runner is not None and runner in gone)):
                     continue
