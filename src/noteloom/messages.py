@@ -45,10 +45,32 @@ class ThinkingPart:
 @dataclass(frozen=True, slots=True)
 class ImagePart:
     media_type: str
-    #: Base64 bytes, or empty when ``url`` is given.
+    #: Base64 bytes, or empty when ``url`` is given (or when ``ref`` is and the bytes are
+    #: read again before the part is sent).
     data: str = ""
     url: str | None = None
+    #: The stored attachment the bytes came from (``noteloom.attachments``). A stored
+    #: transcript keeps the ref, never the bytes; whoever builds a request from it reads
+    #: the bytes again (and checks the reader may still see them).
+    ref: str | None = None
     kind: Literal["image"] = "image"
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPart:
+    """A whole file the model reads natively (a PDF), for models that declare ``document``."""
+
+    media_type: str
+    #: Base64 bytes; empty in a stored transcript, where ``ref`` names the attachment.
+    data: str = ""
+    #: The file's name as shown to the model and the user.
+    title: str | None = None
+    ref: str | None = None
+    kind: Literal["document"] = "document"
+
+
+#: What a tool result may carry besides its text: whole files a model reads natively.
+BlockPart = ImagePart | DocumentPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +92,13 @@ class ToolResultPart:
     #: How a person's screen shows the result (a checked ``noteloom.renderspec`` JSON form);
     #: stored with the transcript, never sent to a model.
     render: dict[str, Any] | None = None
+    #: Files the result hands the model whole (``view_attachment``): images and documents,
+    #: sent inside the tool result where the wire format allows it. Untrusted, always.
+    blocks: tuple[BlockPart, ...] = ()
     kind: Literal["tool_result"] = "tool_result"
 
 
-Part = TextPart | ThinkingPart | ImagePart | ToolCallPart | ToolResultPart
+Part = TextPart | ThinkingPart | ImagePart | DocumentPart | ToolCallPart | ToolResultPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,9 +237,18 @@ def part_to_dict(part: Part) -> dict[str, Any]:
             out["redacted"] = part.redacted
         return out
     if isinstance(part, ImagePart):
-        out = {"kind": "image", "media_type": part.media_type, "data": part.data}
+        out = {"kind": "image", "media_type": part.media_type, "data": "" if part.ref else part.data}
         if part.url is not None:
             out["url"] = part.url
+        if part.ref is not None:
+            out["ref"] = part.ref
+        return out
+    if isinstance(part, DocumentPart):
+        out = {"kind": "document", "media_type": part.media_type, "data": "" if part.ref else part.data}
+        if part.title is not None:
+            out["title"] = part.title
+        if part.ref is not None:
+            out["ref"] = part.ref
         return out
     if isinstance(part, ToolCallPart):
         out = {"kind": "tool_call", "id": part.id, "name": part.name, "arguments": part.arguments}
@@ -225,6 +259,8 @@ def part_to_dict(part: Part) -> dict[str, Any]:
         out = {"kind": "tool_result", "call_id": part.call_id, "content": part.content, "is_error": part.is_error}
         if part.render is not None:
             out["render"] = part.render
+        if part.blocks:
+            out["blocks"] = [part_to_dict(b) for b in part.blocks]
         return out
     assert_never(part)
 
@@ -236,14 +272,26 @@ def part_from_dict(data: Mapping[str, Any]) -> Part:
     if kind == "thinking":
         return ThinkingPart(str(data.get("text", "")), data.get("signature"), data.get("redacted"))
     if kind == "image":
-        return ImagePart(str(data["media_type"]), str(data.get("data", "")), data.get("url"))
+        return ImagePart(str(data["media_type"]), str(data.get("data", "")), data.get("url"), data.get("ref"))
+    if kind == "document":
+        return DocumentPart(str(data["media_type"]), str(data.get("data", "")), data.get("title"), data.get("ref"))
     if kind == "tool_call":
         return ToolCallPart(str(data["id"]), str(data["name"]), dict(data.get("arguments") or {}), data.get("error"))
     if kind == "tool_result":
         render = data.get("render")
+        blocks = tuple(_block_from_dict(b) for b in data.get("blocks") or ())
         return ToolResultPart(str(data["call_id"]), str(data["content"]), bool(data.get("is_error", False)),
-                              dict(render) if isinstance(render, Mapping) else None)
-    raise ValueError(f"unknown message part kind {kind!r}; expected text, thinking, image, tool_call or tool_result")
+                              dict(render) if isinstance(render, Mapping) else None, blocks)
+    raise ValueError(
+        f"unknown message part kind {kind!r}; expected text, thinking, image, document, tool_call or tool_result"
+    )
+
+
+def _block_from_dict(data: Mapping[str, Any]) -> BlockPart:
+    part = part_from_dict(data)
+    if not isinstance(part, ImagePart | DocumentPart):
+        raise ValueError(f"a tool result's block must be an image or a document, not {data.get('kind')!r}")
+    return part
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:

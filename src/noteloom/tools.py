@@ -48,6 +48,7 @@ from noteloom.errors import (
     mapped,
 )
 from noteloom.jsonvalues import find_problem
+from noteloom.messages import BlockPart
 from noteloom.renderspec import RenderSpec, render_result
 from noteloom.workspace import Notebook, User, Workspace
 
@@ -148,6 +149,10 @@ class ToolResult:
     #: The JSON form of what the tool's renderer made of this call (``ToolDef.render``),
     #: checked; set by ``call_tool`` only.
     render: dict[str, Any] | None = None
+    #: Whole files handed to the model beside the payload's text (images, PDFs): the agent
+    #: passes them in the tool result, always as untrusted. Surfaces without a way to show
+    #: them (the text of an MCP result) carry the payload's text, which names them.
+    blocks: tuple[BlockPart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -586,10 +591,13 @@ async def call_tool(ctx: ToolContext, tool: ToolDef, args: Any) -> ToolResult:
         log.exception("tool %s failed on %r", tool.name, checked)
         raise ToolFailure(internal_error(tool.name)) from exc
     payload, untrusted = (result.payload, result.untrusted) if isinstance(result, ToolResult) else (result, None)
+    blocks = result.blocks if isinstance(result, ToolResult) else ()
     return ToolResult(
         payload,
-        tool.untrusted_output if untrusted is None else untrusted,
+        # A file handed over whole is outside content whatever the tool declares.
+        True if blocks else tool.untrusted_output if untrusted is None else untrusted,
         render_result(tool.render, tool.name, checked, payload) if tool.render is not None else None,
+        blocks,
     )
 
 

@@ -33,6 +33,7 @@ from noteloom.agent.events import (
 from noteloom.agent.framing import (
     CONTRACT,
     DECLINED,
+    UNTRUSTED_FILES,
     cap_text,
     fence,
     mentions_fence,
@@ -483,9 +484,11 @@ class _Run:
         text = cap_text(render_payload(result.payload), self.cap)
         if result.untrusted:
             text = fence(text, self.nonce)
+        if result.blocks:
+            text += f"\n\n{UNTRUSTED_FILES}"
         if result.untrusted or f"<<UNTRUSTED_{self.nonce}>>" in text:
             self.untrusted = True
-        return ToolResultPart(call.id, text, render=result.render)
+        return ToolResultPart(call.id, text, render=result.render, blocks=result.blocks)
 
 
 _LIMIT_WORDS: dict[StopReason, str] = {

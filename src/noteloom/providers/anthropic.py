@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from noteloom.errors import ConfigError
 from noteloom.messages import (
+    DocumentPart,
     FinishReason,
     ImagePart,
     Message,
@@ -233,16 +234,15 @@ def to_wire_messages(messages: Sequence[Message]) -> tuple[list[str], list[dict[
                     blocks.append({"type": "redacted_thinking", "data": p.redacted})
                 elif p.signature:
                     blocks.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
-            elif isinstance(p, ImagePart):
-                source: dict[str, Any] = (
-                    {"type": "url", "url": p.url} if p.url
-                    else {"type": "base64", "media_type": p.media_type, "data": p.data}
-                )
-                blocks.append({"type": "image", "source": source})
+            elif isinstance(p, ImagePart | DocumentPart):
+                blocks.append(_file_block(p))
             elif isinstance(p, ToolCallPart):
                 blocks.append({"type": "tool_use", "id": p.id, "name": p.name, "input": p.arguments})
             else:
-                blocks.append({"type": "tool_result", "tool_use_id": p.call_id, "content": p.content,
+                content: str | list[dict[str, Any]] = p.content
+                if p.blocks:
+                    content = [{"type": "text", "text": p.content}, *(_file_block(b) for b in p.blocks)]
+                blocks.append({"type": "tool_result", "tool_use_id": p.call_id, "content": content,
                                "is_error": p.is_error})
         if not blocks:
             continue
@@ -393,3 +393,17 @@ def parse_usage(data: Mapping[str, Any]) -> Usage:
         cache_write_tokens=write,
         reasoning_tokens=num(data.get("output_tokens_details"), "thinking_tokens"),
     )
+
+
+def _file_block(p: ImagePart | DocumentPart) -> dict[str, Any]:
+    """An image or a PDF as the Messages API takes it, in a user turn or a tool result."""
+    if isinstance(p, DocumentPart):
+        block: dict[str, Any] = {"type": "document",
+                                 "source": {"type": "base64", "media_type": p.media_type, "data": p.data}}
+        if p.title:
+            block["title"] = p.title
+        return block
+    source: dict[str, Any] = (
+        {"type": "url", "url": p.url} if p.url else {"type": "base64", "media_type": p.media_type, "data": p.data}
+    )
+    return {"type": "image", "source": source}

@@ -20,6 +20,7 @@ import anyio
 
 from noteloom.errors import ConfigError
 from noteloom.messages import (
+    DocumentPart,
     ImagePart,
     Message,
     StreamEvent,
@@ -99,7 +100,8 @@ def estimate_input_tokens(request: ModelRequest) -> int:
                 chars += len(part.name) + len(json.dumps(part.arguments, default=str))
             elif isinstance(part, ToolResultPart):
                 chars += len(part.content)
-            elif isinstance(part, ImagePart):
+                images += len(part.blocks)
+            elif isinstance(part, ImagePart | DocumentPart):
                 images += 1
             else:
                 assert_never(part)
@@ -117,6 +119,30 @@ def call_max_output(provider: Provider, request: ModelRequest) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return request.max_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCapabilities:
+    """What kinds of file a model reads besides text. A model nobody declared is text-only."""
+
+    #: Images (``ImagePart``), in user messages and tool results.
+    vision: bool = False
+    #: Whole PDFs (``DocumentPart``) read natively.
+    document: bool = False
+
+
+TEXT_ONLY = ModelCapabilities()
+
+
+def capabilities_of(provider: Any, model: str) -> ModelCapabilities:
+    """``provider``'s declared capabilities for ``model``: its ``capabilities(model)`` method
+    when it has one (the method is optional, so providers written before it keep working),
+    text-only otherwise."""
+    declare = getattr(provider, "capabilities", None)
+    if declare is None:
+        return TEXT_ONLY
+    found = declare(model)
+    return found if isinstance(found, ModelCapabilities) else TEXT_ONLY
 
 
 @runtime_checkable
