@@ -17,7 +17,7 @@ from noteloom.providers.anthropic import (
 from noteloom.providers.base import Timeouts
 from noteloom.providers.echo import EchoProvider
 from noteloom.providers.openai_compat import DEFAULT_OPENAI_MODEL, OpenAICompatProvider
-from noteloom.providers.registry import ProviderSetting, ProviderType
+from noteloom.providers.registry import MODEL_CAPABILITY_SETTINGS, ProviderSetting, ProviderType
 from noteloom.providers.scripted import ScriptedProvider
 
 _TIMEOUTS = Timeouts()
@@ -36,7 +36,11 @@ def _sdk_settings(default_model: str) -> tuple[ProviderSetting, ...]:
                         "without it, the vendor's own endpoint, with the vendor's key"),
         ProviderSetting("default_model", str, None,
                         f"the model used when an address names none (the vendor's endpoint: {default_model})"),
-        ProviderSetting("models", list, None, "the names of the models it serves, shown by `noteloom models`"),
+        ProviderSetting("models", list, None,
+                        "the names of the models it serves, shown by `noteloom models`; or a table per model "
+                        '([providers.NAME.models."MODEL"]) declaring what it reads besides text: '
+                        "vision = true (images), document = true (whole PDFs)",
+                        entries=MODEL_CAPABILITY_SETTINGS),
         ProviderSetting("local", bool, None,
                         "the server runs on your own machine: private, and free unless priced "
                         "(default: true for a loopback or private-network address)"),
@@ -89,6 +93,8 @@ SCRIPTED = ProviderType(
         ProviderSetting("loop", bool, False, "start again from the first step when the script runs out"),
         ProviderSetting("local", bool, None, "counts as a model on your machine (default: true)"),
         ProviderSetting("private", bool, None, "counts as private (default: true)"),
+        ProviderSetting("vision", bool, False, "the script's model counts as reading images"),
+        ProviderSetting("document", bool, False, "the script's model counts as reading whole PDFs"),
         PRICES,
     ),
 )

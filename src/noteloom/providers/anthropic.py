@@ -36,6 +36,8 @@ from noteloom.messages import (
     UsageUpdate,
 )
 from noteloom.providers.base import (
+    TEXT_ONLY,
+    ModelCapabilities,
     ModelRequest,
     ProviderConfig,
     ThinkingLevel,
@@ -72,6 +74,20 @@ def adaptive_thinking(model: str) -> bool:
     return version >= (4, 6)
 
 
+def claude_capabilities(model: str) -> ModelCapabilities:
+    """What a Claude model reads besides text, from its name: images from Claude 3 on, whole
+    PDFs from Claude 3.5 on (and names we do not recognise that start with ``claude-``, which
+    are newer). Anything else (another model behind a compatible server) is text-only
+    unless its table says otherwise."""
+    if not model.startswith("claude-"):
+        return TEXT_ONLY
+    m = _NEW_NAME.match(model) or _OLD_NAME.match(model)
+    if m is None:
+        return TEXT_ONLY if model.startswith(("claude-2", "claude-instant")) else ModelCapabilities(True, True)
+    version = (int(m.group(1)), int(m.group(2) or 0))
+    return ModelCapabilities(vision=version >= (3, 0), document=version >= (3, 5))
+
+
 class AnthropicProvider(SdkProvider):
     """Claude models; ``base_url=None`` means Anthropic's own API."""
 
@@ -95,12 +111,13 @@ class AnthropicProvider(SdkProvider):
         cache: bool = True,
         prices: Mapping[str, Mapping[str, float]] | None = None,
         http_client: httpx2.AsyncClient | None = None,
+        model_capabilities: Mapping[str, Mapping[str, bool]] | None = None,
     ) -> None:
         if thinking_mode not in THINKING_MODES:
             raise ConfigError(f"[providers.{name}]: thinking must be one of {', '.join(THINKING_MODES)}, not {thinking_mode!r}")
         self._set_common(
             name, base_url or ANTHROPIC_URL, api_key=api_key, models=models, local=local, free=free, timeouts=timeouts,
-            max_retries=max_retries, prices=prices, http_client=http_client,
+            max_retries=max_retries, prices=prices, http_client=http_client, model_capabilities=model_capabilities,
         )
         self.official = base_url is None or self.base_url == ANTHROPIC_URL
         self.default_model = default_model or (DEFAULT_ANTHROPIC_MODEL if self.official else None)
@@ -117,6 +134,10 @@ class AnthropicProvider(SdkProvider):
             thinking_mode=config.get_str("thinking", "auto") or "auto",
             cache=config.get_bool("cache", True),
         )
+
+    def known_capabilities(self, model: str) -> ModelCapabilities:
+        # By the model's name whatever the base URL: a proxy in front of Claude serves Claude.
+        return claude_capabilities(model)
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
         import anthropic

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal, Protocol, TypeVar, assert_never, runtime_checkable
 from urllib.parse import urlsplit
@@ -134,6 +134,13 @@ class ModelCapabilities:
 TEXT_ONLY = ModelCapabilities()
 
 
+def declared(known: ModelCapabilities, declaration: Mapping[str, bool] | None) -> ModelCapabilities:
+    """``known`` with what a model's table declares written over it, key by key."""
+    if not declaration:
+        return known
+    return replace(known, **{k: v for k, v in declaration.items() if k in ("vision", "document")})
+
+
 def capabilities_of(provider: Any, model: str) -> ModelCapabilities:
     """``provider``'s declared capabilities for ``model``: its ``capabilities(model)`` method
     when it has one (the method is optional, so providers written before it keep working),
@@ -231,10 +238,36 @@ class ProviderConfig:
         return v
 
     def get_models(self) -> list[str]:
+        """``models = ["a", "b"]``, or the names of ``[providers.NAME.models."MODEL"]`` tables."""
         v = self.options.get("models", [])
+        if isinstance(v, Mapping):
+            return [str(m) for m in v]
         if not isinstance(v, list) or not all(isinstance(m, str) for m in v):
             raise ConfigError(f"{self.where}: models must be a list of model names, not {v!r}")
         return list(v)
+
+    def declared_capabilities(self) -> dict[str, dict[str, bool]]:
+        """What each model's own table declares of ``vision`` and ``document`` (only the keys
+        it writes: the rest stays the provider's built-in knowledge). The registry has
+        checked the tables against the type's settings already."""
+        v = self.options.get("models", [])
+        if not isinstance(v, Mapping):
+            return {}
+        out: dict[str, dict[str, bool]] = {}
+        for model, table in v.items():
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"{self.where}: models.{json.dumps(str(model))} must be a table")
+            declared: dict[str, bool] = {}
+            for key in ("vision", "document"):
+                if key in table:
+                    value = table[key]
+                    if not isinstance(value, bool):
+                        raise ConfigError(
+                            f"{self.where}: models.{json.dumps(str(model))}: {key} must be true or false, not {value!r}"
+                        )
+                    declared[key] = value
+            out[str(model)] = declared
+        return out
 
     def get_prices(self) -> dict[str, dict[str, float]]:
         """``prices = {"MODEL" = {input = 0.5, output = 1.5, cache_read = 0.05}}``, USD per million tokens."""

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from decimal import Decimal
 
 from noteloom.messages import StreamEnd, StreamEvent, TextDelta, Usage, UsageUpdate
-from noteloom.providers.base import ModelRequest, ProviderConfig
+from noteloom.providers.base import TEXT_ONLY, ModelCapabilities, ModelRequest, ProviderConfig
 
 _WORDS = re.compile(r"\S+\s*|\s+")
 
@@ -32,6 +32,10 @@ class EchoProvider:
 
     def models(self) -> list[str]:
         return ["echo"]
+
+    def capabilities(self, model: str) -> ModelCapabilities:
+        """Text only: it repeats words, and has none to repeat from a file."""
+        return TEXT_ONLY
 
     def cost(self, model: str, usage: Usage) -> Decimal | None:
         return Decimal(0)

@@ -10,6 +10,7 @@ an object, a name repeated in every chunk, malformed JSON. Reasoning arrives in 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
@@ -35,6 +36,8 @@ from noteloom.messages import (
     UsageUpdate,
 )
 from noteloom.providers.base import (
+    TEXT_ONLY,
+    ModelCapabilities,
     ModelRequest,
     ProviderConfig,
     ThinkingLevel,
@@ -53,6 +56,24 @@ if TYPE_CHECKING:
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-5-mini"
 THINK_TAG_MODES = ("auto", "open", "off")
+
+
+#: OpenAI's own models that read images and PDFs (chat completions take PDFs as ``file``
+#: parts on the models with vision): the families by name prefix, kept short on purpose.
+#: A dated or sized variant (``gpt-4o-mini``, ``gpt-4.1-2025-04-14``, ``gpt-5.1``) belongs
+#: to its family.
+_OPENAI_VISION = re.compile(r"^(gpt-4o|gpt-4\.1|gpt-5|o3|o4-mini)([-.]|$)")
+#: Variants of those families that read no files: audio and speech models, search
+#: previews, and o3-mini (text only).
+_OPENAI_NO_FILES = re.compile(r"audio|realtime|transcribe|tts|search|^o3-mini")
+
+
+def openai_capabilities(model: str) -> ModelCapabilities:
+    """What a model of the official OpenAI API reads besides text, from its name (see
+    ``_OPENAI_VISION``); other models are text-only unless their table says otherwise."""
+    if _OPENAI_VISION.match(model) and not _OPENAI_NO_FILES.search(model):
+        return ModelCapabilities(vision=True, document=True)
+    return TEXT_ONLY
 
 
 class OpenAICompatProvider(SdkProvider):
@@ -79,12 +100,13 @@ class OpenAICompatProvider(SdkProvider):
         prices: Mapping[str, Mapping[str, float]] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         http_client: httpx2.AsyncClient | None = None,
+        model_capabilities: Mapping[str, Mapping[str, bool]] | None = None,
     ) -> None:
         if think_tags not in THINK_TAG_MODES:
             raise ConfigError(f"[providers.{name}]: think_tags must be one of {', '.join(THINK_TAG_MODES)}, not {think_tags!r}")
         self._set_common(
             name, base_url or OPENAI_URL, api_key=api_key, models=models, local=local, free=free, timeouts=timeouts,
-            max_retries=max_retries, prices=prices, http_client=http_client,
+            max_retries=max_retries, prices=prices, http_client=http_client, model_capabilities=model_capabilities,
         )
         self.official = urlsplit(self.base_url).hostname == "api.openai.com"
         self.default_model = default_model or (DEFAULT_OPENAI_MODEL if self.official else None)
@@ -108,6 +130,11 @@ class OpenAICompatProvider(SdkProvider):
         )
         provider.max_output_tokens = max_output_option(config)
         return provider
+
+    def known_capabilities(self, model: str) -> ModelCapabilities:
+        # Another server (Ollama, llama.cpp, vLLM …) may serve anything under any name: what
+        # its models read is for its table to declare.
+        return openai_capabilities(model) if self.official else TEXT_ONLY
 
     def _sdk(self) -> openai.AsyncOpenAI:
         import openai

@@ -14,6 +14,9 @@ come from ``[providers.NAME]`` tables in ``noteloom.toml``::
     base_url = "http://127.0.0.1:11434/v1"
     api_key_env = "LOCAL_API_KEY"        # optional
 
+    [providers.local.models."llava:13b"]   # a model of its own: what it reads besides text
+    vision = true                         # images; document = true: whole PDFs
+
     [providers.claude]
     type = "anthropic"
 
@@ -25,17 +28,23 @@ file; ``NOTELOOM_MODEL`` wins over ``[providers] default``. A table may hold onl
 settings its type declares (and ``type``, ``api_key``, ``api_key_env``), of their types:
 anything else is a problem raised when the provider is used. Instances are built on first
 use.
+
+What a model reads besides text (``ModelCapabilities``) is its provider's answer to
+``capabilities(model)``: built-in knowledge of the vendor's models, overridden key by key by
+the model's own table (``models`` written as a table of tables, whose keys are then the
+model names ``noteloom models`` lists). A model nobody declared is text-only.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from noteloom.errors import ConfigError
-from noteloom.providers.base import Provider, ProviderConfig
+from noteloom.providers.base import ModelCapabilities, Provider, ProviderConfig, capabilities_of
 
 if TYPE_CHECKING:
     import pluggy
@@ -68,13 +77,25 @@ class ProviderSetting:
     #: What the type does without it; ``None``: nothing, or a default that depends on others.
     default: Any = None
     description: str = ""
+    #: For a ``list`` of names (``models``): the settings each name may carry, written as a
+    #: table of tables instead of the list (``[providers.NAME.models."MODEL"]`` holding
+    #: ``vision = true``). Each inner table is checked like the outer one.
+    entries: tuple[ProviderSetting, ...] = ()
 
     def __post_init__(self) -> None:
         if self.type not in _KIND_NAMES:
             raise TypeError(f"setting {self.name!r}: its type must be one of str, int, float, bool, list, dict")
+        if self.entries and self.type is not list:
+            raise TypeError(f"setting {self.name!r}: only a list of names can carry settings per name")
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with ``value`` for this setting, or ``None``."""
+        if self.entries:
+            if isinstance(value, Mapping):
+                return self._entries_problem(value)
+            if not isinstance(value, list):
+                return f"{self.name} must be a list of names or a table of tables, not {value!r}"
+            return None
         if self.type is float:
             ok = isinstance(value, int | float) and not isinstance(value, bool)
         elif self.type is int:
@@ -84,6 +105,31 @@ class ProviderSetting:
         else:
             ok = isinstance(value, self.type)
         return None if ok else f"{self.name} must be {_KIND_NAMES[self.type]}, not {value!r}"
+
+    def _entries_problem(self, tables: Mapping[str, Any]) -> str | None:
+        known = ", ".join(s.name for s in self.entries)
+        for name, table in tables.items():
+            # As the settings file writes the table's header, so the message points at it.
+            where = f"{self.name}.{json.dumps(name, ensure_ascii=False)}"
+            if not isinstance(table, Mapping):
+                return f"{where} must be a table of settings ({known}), not {table!r}"
+            for key, value in table.items():
+                setting = next((s for s in self.entries if s.name == key), None)
+                if setting is None:
+                    return f"{where} has no setting {key!r}; it takes {known}"
+                problem = setting.problem(value)
+                if problem is not None:
+                    return f"{where}: {problem}"
+        return None
+
+
+#: What a model's own table may declare (``[providers.NAME.models."MODEL"]``): the kinds of
+#: file it reads besides text. A type offers them as its ``models`` setting's ``entries``;
+#: ``ProviderConfig.declared_capabilities`` reads them.
+MODEL_CAPABILITY_SETTINGS = (
+    ProviderSetting("vision", bool, None, "the model reads images (PNG, JPEG, GIF, WebP)"),
+    ProviderSetting("document", bool, None, "the model reads whole PDFs natively"),
+)
 
 
 @dataclass(frozen=True)
@@ -238,6 +284,13 @@ class ProviderRegistry:
         if isinstance(provider, ChecksModel):
             provider.check_model(model)
         return provider, model
+
+    def capabilities(self, model_ref: str | None = None) -> ModelCapabilities:
+        """What kinds of file the model at ``model_ref`` (``name:model``, or the default model
+        when empty) reads besides text, as its provider declares them: text-only when it
+        declares nothing. ``ConfigError`` as :meth:`resolve` raises it."""
+        provider, model = self.resolve(model_ref)
+        return capabilities_of(provider, model)
 
     def no_model_help(self) -> str:
         """What to do when no model is configured, from the types there are."""

@@ -21,6 +21,11 @@ the first event), ``chunk_delay`` (seconds between pieces), ``error`` (an error 
 raised after the pieces), ``hang`` (never finish: for cancel tests), ``stop``
 (``end_turn``, ``max_tokens``, ``refusal``; ``tool_use`` is implied by tool calls).
 A step may also be a function of the request returning such a dict.
+
+What the model reads besides text is the test's choice: ``capabilities=`` (a
+``ModelCapabilities``), or ``vision = true`` / ``document = true`` in its table; text-only
+otherwise. ``requests`` keeps every request it was sent, so a test can see which images,
+documents and tool-result blocks reached the model.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from noteloom.messages import (
     UsageUpdate,
     usage_from_dict,
 )
-from noteloom.providers.base import ModelRequest, ProviderConfig
+from noteloom.providers.base import TEXT_ONLY, ModelCapabilities, ModelRequest, ProviderConfig
 from noteloom.providers.echo import rough_tokens
 from noteloom.providers.errors import ERROR_CODES, ErrorCode, ProviderError, provider_error
 from noteloom.providers.pricing import price_of
@@ -94,8 +99,10 @@ class ScriptedProvider:
         script: str | None = None,
         local: bool = True,
         prices: Mapping[str, Mapping[str, float]] | None = None,
+        capabilities: ModelCapabilities = TEXT_ONLY,
     ) -> None:
         self.name = name
+        self.model_capabilities = capabilities
         self.loop = loop
         self.local = local
         self.prices = dict(prices or {})
@@ -112,10 +119,16 @@ class ScriptedProvider:
         if not script:
             raise ConfigError(f"the scripted model {config.name!r} {NO_SCRIPT_HELP}")
         return cls(config.name, script=script, loop=config.get_bool("loop", False), prices=config.get_prices(),
-                   local=config.get_bool("local", config.get_bool("private", True)))
+                   local=config.get_bool("local", config.get_bool("private", True)),
+                   capabilities=ModelCapabilities(vision=config.get_bool("vision", False),
+                                                  document=config.get_bool("document", False)))
 
     def models(self) -> list[str]:
         return [SCRIPT_MODEL] if self.default_model else []
+
+    def capabilities(self, model: str) -> ModelCapabilities:
+        """What the script's model reads besides text: what the test or the table chose."""
+        return self.model_capabilities
 
     def check_model(self, model: str) -> None:
         """Refuse a model name other than the script's: it would look like a file to read."""

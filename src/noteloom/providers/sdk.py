@@ -15,9 +15,12 @@ from noteloom.errors import ConfigError
 from noteloom.jsonvalues import encodable_values
 from noteloom.messages import StreamEvent, Usage
 from noteloom.providers.base import (
+    TEXT_ONLY,
+    ModelCapabilities,
     ModelRequest,
     ProviderConfig,
     Timeouts,
+    declared,
     is_local_url,
     transport_error,
     upstream_items,
@@ -59,6 +62,8 @@ class SdkProvider:
     #: The most output tokens a call may produce when the request sets no limit (the
     #: table's ``max_output_tokens``); ``None``: the model's own maximum, unknown here.
     max_output_tokens: int | None = None
+    #: What each model's table in noteloom.toml declares it reads (``vision``, ``document``).
+    model_capabilities: dict[str, dict[str, bool]]
     _models: list[str]
     _http_client: httpx2.AsyncClient | None
     _client: Any
@@ -76,6 +81,7 @@ class SdkProvider:
         max_retries: int,
         prices: Mapping[str, Mapping[str, float]] | None,
         http_client: httpx2.AsyncClient | None,
+        model_capabilities: Mapping[str, Mapping[str, bool]] | None = None,
     ) -> None:
         """The settings every adapter takes (``base_url`` with the vendor's default applied)."""
         self.name = name
@@ -90,6 +96,7 @@ class SdkProvider:
         self.prices = dict(prices or {})
         self._http_client = http_client
         self._client = None
+        self.model_capabilities = {m: dict(d) for m, d in (model_capabilities or {}).items()}
 
     @property
     def label(self) -> str:
@@ -97,6 +104,15 @@ class SdkProvider:
 
     def models(self) -> list[str]:
         return list(self._models)
+
+    def capabilities(self, model: str) -> ModelCapabilities:
+        """What ``model`` reads besides text: the adapter's knowledge of its vendor's models
+        (:meth:`known_capabilities`), with the model's own table written over it."""
+        return declared(self.known_capabilities(model), self.model_capabilities.get(model))
+
+    def known_capabilities(self, model: str) -> ModelCapabilities:
+        """What the adapter knows of ``model`` without a declaration: nothing, by default."""
+        return TEXT_ONLY
 
     def max_output(self, request: ModelRequest) -> int | None:
         """The output limit of ``request`` on this provider, for a budget's worst case."""
@@ -203,6 +219,7 @@ def common_options(config: ProviderConfig, key_env: str) -> dict[str, Any]:
         "timeouts": Timeouts.from_options(config.options, config.where),
         "max_retries": config.get_int("max_retries", 2),
         "prices": config.get_prices(),
+        "model_capabilities": config.declared_capabilities(),
     }
 
 
