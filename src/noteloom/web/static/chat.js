@@ -3,7 +3,8 @@
 // textContent; only the server's sanitised HTML (content_html, previews) goes in as HTML.
 // Every request goes through session.js (NL.api / NL.authFetch: the session header, and the
 // sign-in form on a 401); the turn's events stream over fetch, since EventSource cannot
-// send a header.
+// send a header. Files go with a message as multipart/form-data, and a message's files are
+// fetched with the same header and shown as blob: URLs.
 "use strict";
 
 (() => {
@@ -16,6 +17,9 @@
     note: null,            // the note open in the editor
     dirty: false,
     attach: true,          // send the open note with the next message
+    files: [],             // files chosen for the next message: {file, key, preview}
+    fileKey: 0,
+    sending: false,        // a send (maybe a long upload) is on its way
     pendingControls: {},   // settings chosen before the conversation exists
     models: null,
     edits: {},             // edits decided on this page, by id
@@ -153,6 +157,7 @@
     state.conv = null;
     state.pendingControls = {};
     $("transcript").replaceChildren();
+    forgetFileBlobs();
     $("empty-hint").hidden = false;
     showHeader();
     setRunning(false);
@@ -166,6 +171,7 @@
     state.conv = conv;
     const list = $("transcript");
     list.replaceChildren();
+    forgetFileBlobs();
     for (const m of conv.messages) list.append(renderMessage(m));
     $("empty-hint").hidden = conv.messages.length > 0;
     showHeader();
@@ -191,7 +197,9 @@
     li.append(h("div", { class: "who", text: who }));
     if (m.role === "user") {
       li.dataset.text = m.content || "";
-      li.append(h("div", { class: "bubble", text: m.content || "" }));
+      const files = m.attachments || [];
+      if (m.content || !files.length) li.append(h("div", { class: "bubble", text: m.content || "" }));
+      if (files.length) li.append(messageFiles(files));
       return li;
     }
     if (m.thinking) li.append(thinkingBox(m.thinking));
@@ -441,7 +449,9 @@
   function retryBefore(messageId) {
     let li = $(`msg-${messageId}`)?.previousElementSibling;
     while (li && !li.classList.contains("user")) li = li.previousElementSibling;
-    if (li) sendMessage(li.dataset.text || "");
+    if (!li) return;
+    if (!li.dataset.text) { announce("That message held only files: attach them again to send them."); return; }
+    sendMessage(li.dataset.text);  // its text; its files stay with the message they were sent with
   }
 
   function upsertMessage(m) {
@@ -456,6 +466,171 @@
     t.scrollTop = t.scrollHeight;
   }
 
+  // -- attached files ---------------------------------------------------------------------------
+  // The composer keeps the chosen files as chips until the message is sent; the server decides
+  // what it takes (the type from the bytes, the sizes, what the model can read) and its refusal
+  // is shown with the text and the chips kept. Only the count is checked here, to say at once
+  // why a sixth file was not added (the server's per-message cap is 5 unless configured).
+  const MAX_FILES = 5;
+  const KIND_LABELS = { image: "Image", pdf: "PDF", text: "Text", html: "HTML" };
+
+  function fileSize(bytes) {
+    const n = Number(bytes) || 0;
+    if (n < 1024) return `${n} B`;
+    if (n < 1024 * 1024) return `${Math.round(n / 1024)} KB`;
+    return `${(n / (1024 * 1024)).toFixed(1)} MB`;
+  }
+
+  // The badge of a file still in the composer: a guess from its name and type, for the eye
+  // only (the server reads the bytes).
+  function badgeOf(file) {
+    const ext = (/\.([A-Za-z0-9]{1,8})$/.exec(file.name) || [])[1];
+    if (ext) return ext.toUpperCase();
+    const sub = (file.type || "").split("/")[1];
+    return sub ? sub.toUpperCase().slice(0, 8) : "FILE";
+  }
+
+  function addFiles(list) {
+    const refused = [];
+    for (const file of list) {
+      if (state.files.length >= MAX_FILES) { refused.push(file.name); continue; }
+      const preview = /^image\/(png|jpeg|gif|webp)$/.test(file.type) ? URL.createObjectURL(file) : null;
+      state.files.push({ file, key: ++state.fileKey, preview });
+    }
+    const note = $("attach-error");
+    if (refused.length) {
+      note.textContent = `A message takes at most ${MAX_FILES} files, so ${refused.map((n) => `“${n}”`).join(", ")} `
+        + `${refused.length > 1 ? "were" : "was"} not added. Remove one to add another, or send these first.`;
+      note.hidden = false;
+    } else {
+      note.hidden = true;
+    }
+    drawFiles();
+  }
+
+  function removeFile(key) {
+    const i = state.files.findIndex((f) => f.key === key);
+    if (i < 0) return;
+    const [gone] = state.files.splice(i, 1);
+    if (gone.preview) URL.revokeObjectURL(gone.preview);
+    $("attach-error").hidden = true;
+    drawFiles();
+    // Keyboard focus moves to the chip that took its place, or back to the attach button.
+    const next = $("attach-list").querySelectorAll(".attach-remove")[Math.min(i, state.files.length - 1)];
+    (next || $("attach-open")).focus();
+  }
+
+  function clearFiles() {
+    for (const f of state.files) if (f.preview) URL.revokeObjectURL(f.preview);
+    state.files = [];
+    $("attach-error").hidden = true;
+    drawFiles();
+  }
+
+  function drawFiles() {
+    const list = $("attach-list");
+    const kindClass = (badge) => ({ PDF: "pdf", HTML: "html", HTM: "html" })[badge] || "";
+    list.replaceChildren(...state.files.map((f) => h("li", { class: `attach-chip ${kindClass(badgeOf(f.file))}`, "data-key": String(f.key), title: f.file.name },
+      f.preview ? h("img", { class: "attach-preview", src: f.preview, alt: "" }) : h("span", { class: "kind-badge", "aria-hidden": "true", text: badgeOf(f.file) }),
+      h("span", { class: "attach-name", text: f.file.name }),
+      h("span", { class: "attach-size muted", text: fileSize(f.file.size) }),
+      h("button", { type: "button", class: "attach-remove", "aria-label": `Remove ${f.file.name}`, text: "×",
+        onclick: () => removeFile(f.key) }))));
+    list.hidden = !state.files.length;
+    // A message may be empty when it carries a file.
+    $("message").required = !state.files.length;
+  }
+
+  // Dragging files over the transcript or the composer highlights the conversation; dropping
+  // them adds them. A drop anywhere else on the page is swallowed: the browser would leave
+  // the page to show the file, and the typed message with it.
+  function wireDrops() {
+    const zone = document.querySelector(".conversation");
+    const hasFiles = (e) => e.dataTransfer && Array.from(e.dataTransfer.types || []).includes("Files");
+    let depth = 0;
+    const show = (on) => { zone.classList.toggle("dropping", on); $("drop-hint").hidden = !on; };
+    zone.addEventListener("dragenter", (e) => { if (!hasFiles(e)) return; e.preventDefault(); depth += 1; show(true); });
+    zone.addEventListener("dragover", (e) => { if (!hasFiles(e)) return; e.preventDefault(); e.dataTransfer.dropEffect = "copy"; });
+    zone.addEventListener("dragleave", (e) => { if (!hasFiles(e)) return; depth = Math.max(0, depth - 1); if (!depth) show(false); });
+    zone.addEventListener("drop", (e) => {
+      depth = 0;
+      show(false);
+      if (!e.dataTransfer || !e.dataTransfer.files.length) return;
+      e.preventDefault();
+      addFiles(Array.from(e.dataTransfer.files));
+      $("message").focus();
+    });
+    for (const kind of ["dragover", "drop"]) {
+      window.addEventListener(kind, (e) => { if (hasFiles(e) && !zone.contains(e.target)) e.preventDefault(); });
+    }
+  }
+
+  // A message's files, fetched with the page's credential (an <img src> or a plain link
+  // cannot send it) and kept as blob: URLs.
+  const fileBlobs = new Map();
+  function forgetFileBlobs() {  // the transcript is drawn afresh: its images with it
+    for (const got of fileBlobs.values()) got.then((url) => URL.revokeObjectURL(url), () => {});
+    fileBlobs.clear();
+  }
+
+  function chatFileUrl(id) {
+    if (!fileBlobs.has(id)) {
+      const got = NL.authFetch(`/api/v1/chat/attachments/${encodeURIComponent(id)}`).then(async (res) => {
+        if (!res.ok) throw new NL.ApiError(`the file is not available (${res.status})`, res.status);
+        return URL.createObjectURL(await res.blob());
+      });
+      got.catch(() => fileBlobs.delete(id));  // a later click tries again
+      fileBlobs.set(id, got);
+    }
+    return fileBlobs.get(id);
+  }
+
+  // Extraction statuses that leave the model without the file's text (a scan, a damaged or
+  // too costly file): a model that reads whole PDFs gets a PDF itself, others are told so.
+  const NOT_READABLE = {
+    failed: "Its text could not be read: a model that reads whole PDFs gets the file itself, others are told so.",
+    no_text: "It has no text layer (a scan?): a model that reads whole PDFs gets the file itself, others are told so.",
+  };
+
+  function messageFiles(files) {
+    const list = h("ul", { class: "msg-files", "aria-label": "Attached files" });
+    for (const f of files) {
+      const href = `/api/v1/chat/attachments/${encodeURIComponent(f.id)}`;
+      const li = h("li", { class: `msg-file ${f.kind}`, "data-attachment-id": f.id, "data-kind": f.kind });
+      if (f.kind === "image") {
+        const img = h("img", { class: "msg-thumb", alt: f.name });
+        chatFileUrl(f.id).then((url) => { img.src = url; }, () => { img.alt = `${f.name} (unavailable)`; li.classList.add("missing"); });
+        li.append(h("a", { class: "thumb-link", href, title: `Open ${f.name} (${fileSize(f.size)})`,
+          onclick: (e) => openFile(e, f, false) }, img));
+      } else {
+        li.append(
+          h("span", { class: "kind-badge", "aria-hidden": "true", text: KIND_LABELS[f.kind] || "File" }),
+          h("a", { class: "file-link", href, title: `Download ${f.name}`, onclick: (e) => openFile(e, f, true) }, f.name),
+          h("span", { class: "muted", title: f.mime, text: fileSize(f.size) }));
+        if (NOT_READABLE[f.status]) {
+          li.append(h("span", { class: "not-readable", title: NOT_READABLE[f.status], text: "text not readable" }));
+        }
+      }
+      list.append(li);
+    }
+    return list;
+  }
+
+  // An image opens in a new tab, any other file downloads under its own name.
+  async function openFile(e, f, download) {
+    e.preventDefault();
+    try {
+      const url = await chatFileUrl(f.id);
+      if (!download) { window.open(url, "_blank", "noopener"); return; }
+      const a = h("a", { href: url, download: f.name, hidden: true });
+      document.body.append(a);
+      a.click();
+      a.remove();
+    } catch (err) {
+      if (err.status !== 401) announce(`“${f.name}”: ${err.message}`);
+    }
+  }
+
   // -- sending and streaming ------------------------------------------------------------------
 
   function noteContext() {
@@ -468,22 +643,50 @@
     return ctx;
   }
 
-  async function sendMessage(text) {
+  // The JSON body as the page sends it, or with files `multipart/form-data` with that body as
+  // the `payload` field and each file as an `attachments` part.
+  async function postSend(body, files) {
+    if (!files.length) return api("POST", "/api/v1/chat/send", body);
+    const form = new FormData();
+    form.append("payload", JSON.stringify(body));
+    for (const f of files) form.append("attachments", f, f.name);
+    let res;
+    try {
+      res = await NL.authFetch("/api/v1/chat/send", { method: "POST", body: form });
+    } catch (err) {
+      if (err instanceof NL.ApiError) throw err;
+      throw new Error(`the upload did not reach the server (${err.message}); try again`);
+    }
+    const data = await res.json().catch(() => ({}));
+    if (!res.ok) {
+      const detail = typeof data.detail === "string" ? data.detail : null;
+      throw new NL.ApiError(data.message || detail || `${res.status} ${res.statusText}`, res.status, data);
+    }
+    return data;
+  }
+
+  // `withFiles`: the composer's chips go with the message (a retry sends the text alone).
+  async function sendMessage(text, withFiles = false) {
     text = text.trim();
-    if (!text || state.run) return;
+    const files = withFiles ? state.files.map((f) => f.file) : [];
+    if ((!text && !files.length) || state.run || state.sending) return;
+    state.sending = true;
+    if (files.length) announce(`Sending ${files.length} file${files.length > 1 ? "s" : ""}…`);
     try {
       if (state.note && state.dirty && state.attach) await saveNote();
       const body = { message: text, note_context: noteContext() };
       if (state.conv) body.conversation_id = state.conv.id;
       else if (Object.keys(state.pendingControls).length) body.controls = state.pendingControls;
-      const res = await api("POST", "/api/v1/chat/send", body);
+      const res = await postSend(body, files);
       $("message").value = "";
+      if (files.length) clearFiles();
       state.pendingControls = {};
       if (!state.conv || state.conv.id !== res.conversation_id) {
         await openConversation(res.conversation_id);
       } else {
         if (res.user_message_id) {
-          upsertMessage({ id: res.user_message_id, role: "user", content: text, status: "complete" });
+          upsertMessage(files.length ? await api("GET", `/api/v1/chat/messages/${res.user_message_id}`)
+            : { id: res.user_message_id, role: "user", content: text, status: "complete" });
         }
         if (res.status === "running") {
           upsertMessage({ id: res.message_id, role: "assistant", status: "running", partial_text: "", tool_calls: [], edits: [] });
@@ -497,7 +700,10 @@
       }  // (opening a new conversation attaches to its running turn itself)
       scrollDown();
     } catch (err) {
-      showComposerError(err.message);
+      if (files.length) announce("");
+      showComposerError(err.message);  // the text and the chips stay for another try
+    } finally {
+      state.sending = false;
     }
   }
 
@@ -689,6 +895,14 @@
     return out;
   }
 
+  // As a capability box: a chat that never chose keeps following the default (text only),
+  // and says nothing of it.
+  function attachmentModeChoice() {
+    const c = (state.conv ? state.conv.controls : state.pendingControls) || {};
+    const v = $("set-attachment-mode").value;
+    return (c.attachment_mode ?? null) === null && v === "extract" ? {} : { attachment_mode: v };
+  }
+
   async function openSettings() {
     const drawer = $("settings");
     if (!state.models) state.models = await api("GET", "/api/v1/chat/models");
@@ -714,10 +928,24 @@
     const webWhy = (state.models.unavailable || {}).web_access;
     $("set-web").disabled = Boolean(webWhy);
     $("set-web-note").textContent = webWhy ? `(${webWhy})` : "";
+    $("set-attachment-mode").value = c.attachment_mode || "extract";
+    showModelReads();
     $("settings-error").hidden = true;
     drawer.hidden = false;
     $("settings-open").setAttribute("aria-expanded", "true");
     select.focus();
+  }
+
+  // What the model chosen in the drawer reads of an attached file, from its declared
+  // capabilities (the server refuses at upload what it cannot take).
+  function showModelReads() {
+    const id = $("set-model").value || (state.models && state.models.default_model);
+    const entry = ((state.models && state.models.models) || []).find((m) => m.id === id);
+    const caps = (entry && entry.capabilities) || {};
+    const takes = [caps.vision ? "images" : null, caps.document ? "whole PDFs" : null].filter(Boolean);
+    $("set-attachment-note").textContent = !entry || !entry.capabilities ? ""
+      : takes.length ? `This model also takes ${takes.join(" and ")}.`
+      : "This model reads text only: images are refused, PDFs go as their text.";
   }
 
   function closeSettings() {
@@ -739,6 +967,7 @@
       workspace_tools: $("set-tools").checked,
       workspace_writes: $("set-writes").checked,
       ...capabilityChoices(),
+      ...attachmentModeChoice(),
     };
     try {
       if (state.conv) await patchConversation(state.conv.id, { controls });
@@ -905,13 +1134,24 @@
   // -- wiring -------------------------------------------------------------------------------
 
   function wire() {
-    $("composer").addEventListener("submit", (e) => { e.preventDefault(); sendMessage($("message").value); });
+    $("composer").addEventListener("submit", (e) => { e.preventDefault(); sendMessage($("message").value, true); });
     $("send").addEventListener("click", (e) => { if (state.run) { e.preventDefault(); cancelRun(); } });
     $("message").addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); if (!state.run) sendMessage($("message").value); }
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); if (!state.run) sendMessage($("message").value, true); }
       if (e.key === "Escape" && state.run) { e.preventDefault(); cancelRun(); }
     });
     $("new-chat").addEventListener("click", newChat);
+    $("attach-open").addEventListener("click", () => $("attach-input").click());
+    $("attach-input").addEventListener("change", (e) => {
+      addFiles(Array.from(e.target.files));
+      e.target.value = "";  // choosing the same file again still fires "change"
+      $("message").focus();
+    });
+    $("message").addEventListener("paste", (e) => {
+      const pasted = e.clipboardData ? Array.from(e.clipboardData.files) : [];
+      if (pasted.length) { e.preventDefault(); addFiles(pasted); }
+    });
+    wireDrops();
     $("thread-search").addEventListener("input", () => {
       clearTimeout(state.searchTimer);
       state.searchTimer = setTimeout(loadConversations, 250);
@@ -919,6 +1159,7 @@
     $("settings-open").addEventListener("click", () => ($("settings").hidden ? openSettings() : closeSettings()));
     $("settings-close").addEventListener("click", closeSettings);
     $("settings-form").addEventListener("submit", saveSettings);
+    $("set-model").addEventListener("change", showModelReads);
     $("settings").addEventListener("keydown", (e) => { if (e.key === "Escape") closeSettings(); });
     $("export-open").addEventListener("click", openExport);
     for (const r of document.querySelectorAll('input[name="export-format"]')) r.addEventListener("change", loadExport);
