@@ -341,6 +341,17 @@ class _NoServices:
         return None
 
 
+class FileCapabilities(Protocol):
+    """What kinds of file a model reads besides text, as tools see it (the providers'
+    ``ModelCapabilities`` is one; a protocol, so this layer imports no provider)."""
+
+    @property
+    def vision(self) -> bool: ...
+
+    @property
+    def document(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class CallOrigin:
     """Where a tool call comes from: a chat turn (its conversation and assistant message) or
@@ -368,6 +379,10 @@ class ToolContext:
     #: The data sources generic reads may use on this call (``None``: every source the
     #: workspace opted in; a chat's or recipe's allowlist narrows it).
     data_sources: frozenset[str] | None = None
+    #: What the model reading the result takes besides text (the chat's and recipes' model:
+    #: ``noteloom.providers.base.ModelCapabilities``); ``None``: the surface hands files to
+    #: its client as they are (MCP), so a tool returns them whole.
+    model_capabilities: FileCapabilities | None = None
 
     def allowed_notebooks(self, *, conn: Connection | None = None) -> set[str] | None:
         """Notebook ids in scope (``None`` = all). Computed per call: notebooks change.
