@@ -4,12 +4,15 @@ address it checked, redirects checked again, time and size capped, webhooks sign
 from __future__ import annotations
 
 import datetime
+import gzip
 import hashlib
 import hmac
 import pickle
 import socket
 import ssl
 import threading
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,14 +20,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import brotli  # type: ignore[import-untyped]
+import httpx2
 import pytest
 
 from noteloom.errors import ConfigError, InvalidInput, OutboundRefused, Unavailable
 from noteloom.outbound import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
+    USER_AGENT,
     OutboundClient,
     OutboundPolicy,
+    _Decoder,  # the bounded decoder, tested on its own for its memory
+    decode_text,
     refusal,
     sign,
     verify,
@@ -87,6 +95,12 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                 except OSError:
                     pass  # the client hung up at its cap: what the test wants
                 self.close_connection = True
+            elif parts.path == "/encoded":  # ``n`` bytes of text, compressed with ``enc``
+                n, enc = int(query.get("n", ["1000"])[0]), query["enc"][0]
+                self._send(200, _compressed(b"z" * n, enc), {"Content-Encoding": enc, "Content-Type": "text/plain"})
+            elif parts.path == "/typed":  # a body of the type asked for
+                self._send(200, query.get("body", ["<p>hi</p>"])[0].encode("latin-1"),
+                           {"Content-Type": query["type"][0]})
             elif parts.path == "/silent":  # answers nothing until the test ends
                 server.release.wait(60)
                 self._send(200, b"late")
@@ -104,6 +118,19 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
         do_GET = do_POST = do_HEAD = _answer
 
     return Handler
+
+
+def _compressed(data: bytes, encoding: str) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(data, 9)
+    if encoding == "deflate":
+        return zlib.compress(data, 9)
+    if encoding == "raw-deflate":
+        out = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        return out.compress(data) + out.flush()
+    if encoding == "br":
+        return bytes(brotli.compress(data))
+    return data
 
 
 @pytest.fixture
@@ -424,3 +451,95 @@ async def test_a_signed_post_is_verifiable_by_the_receiver(server: Server) -> No
     assert not verify(got.body, "other", ts, signature, now=1_700_000_100)  # wrong secret
     assert not verify(got.body, secret, "1700000001", signature, now=1_700_000_100)  # moved timestamp
     assert not verify(got.body, secret, ts, signature, now=1_700_000_000 + 301)  # replayed late
+
+
+# -- bodies: encodings, types, charsets ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
+async def test_compressed_bodies_are_decoded(server: Server, encoding: str) -> None:
+    answer = await trusting("127.0.0.1").request("GET", server.url(f"/encoded?enc={encoding}&n=50000"))
+    assert answer.body == b"z" * 50_000
+    assert server.seen[0].headers["accept-encoding"] == "gzip, deflate, br"
+
+
+async def test_raw_deflate_as_some_servers_send_it_is_decoded(server: Server) -> None:
+    # Served under the name "deflate" by a server of the test's own: zlib's raw stream.
+    compressed = _compressed(b"hello raw deflate", "raw-deflate")
+    import httpx2
+
+    from noteloom.outbound import _Decoder
+    decoder = _Decoder("deflate", httpx2.URL("http://x.example/"), 1000)
+    assert decoder.feed(compressed[:3]) + decoder.feed(compressed[3:]) == b"hello raw deflate"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
+async def test_a_compression_bomb_is_cut_off_at_the_cap_on_its_decoded_bytes(server: Server, encoding: str) -> None:
+    client = trusting("127.0.0.1", max_response_bytes=100_000)
+    # 20 MB of text in a body of a few kilobytes: the cap counts what it decodes to.
+    with pytest.raises(OutboundRefused, match="larger than 100000 bytes"):
+        await client.request("GET", server.url(f"/encoded?enc={encoding}&n=20000000"))
+    assert len(_compressed(b"z" * 20_000_000, encoding)) < 100_000
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br"])
+def test_a_bomb_is_never_inflated_in_memory_past_the_cap(encoding: str) -> None:
+    bomb = _compressed(b"\0" * 200_000_000, encoding)  # 200 MB of zeros in a few hundred kilobytes
+    decoder = _Decoder(encoding, httpx2.URL("http://bomb.example/"), 1_000_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(OutboundRefused, match="larger than 1000000 bytes"):
+            decoder.feed(bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8_000_000, peak  # the cap and a step over it, not the 200 MB
+
+
+async def test_an_encoding_it_cannot_bound_is_refused(server: Server) -> None:
+    with pytest.raises(OutboundRefused, match="'compress' encoding"):
+        await trusting("127.0.0.1").request("GET", server.url("/encoded?enc=compress"))
+
+
+async def test_a_type_the_caller_does_not_read_is_refused_unread(server: Server) -> None:
+    client = trusting("127.0.0.1")
+    with pytest.raises(OutboundRefused, match="'image/png', not a type noteloom reads here"):
+        await client.request("GET", server.url("/typed?type=image/png"), accept=("text/html", "text/*"))
+    page = await client.request("GET", server.url("/typed?type=text/plain;charset=utf-8"),
+                                accept=("text/html", "text/*"))
+    assert page.media_type == "text/plain" and page.text() == "<p>hi</p>"
+    # Without ``accept`` any type is an answer (a webhook's receiver answers what it likes).
+    assert (await client.request("GET", server.url("/typed?type=image/png"))).status == 200
+
+
+async def test_the_cap_can_be_set_per_request(server: Server) -> None:
+    client = trusting("127.0.0.1", max_response_bytes=10)
+    assert len((await client.request("GET", server.url("/sized?n=5000"), max_bytes=6000)).body) == 5000
+    with pytest.raises(OutboundRefused):
+        await client.request("GET", server.url("/sized?n=5000"))
+
+
+async def test_requests_say_who_sends_them_unless_the_caller_does(server: Server) -> None:
+    client = trusting("127.0.0.1")
+    await client.request("GET", server.url("/ok"))
+    await client.request("GET", server.url("/ok"), headers={"User-Agent": "mine"})
+    assert [s.headers["user-agent"] for s in server.seen] == [USER_AGENT, "mine"]
+    assert USER_AGENT.startswith("noteloom/")
+
+
+@pytest.mark.parametrize(("body", "content_type", "text"), [
+    ("café".encode("latin-1"), "text/html; charset=ISO-8859-1", "café"),
+    ('<meta charset="windows-1252"><p>caf\xe9 \x93q\x94'.encode("latin-1"), "text/html", "<p>café “q”"),
+    ("café ünïcödé".encode(), "text/html", "café ünïcödé"),
+    (b"\xef\xbb\xbfbom", "", "bom"),
+    ("caf\xe9".encode("latin-1"), "text/html; charset=no-such-codec", "caf"),
+])
+def test_text_is_decoded_with_the_charset_the_answer_declares_or_detected(body: bytes, content_type: str,
+                                                                          text: str) -> None:
+    assert text in decode_text(body, content_type)
+
+
+def test_undeclared_non_utf8_text_is_detected() -> None:
+    sample = ("Ceci est une phrase française assez longue, écrite à l'été, où l'on déjeune près "
+              "de la forêt. " * 5)
+    assert decode_text(sample.encode("cp1252")) == sample

@@ -16,7 +16,17 @@ network behind it or the cloud's metadata service. So every request goes through
   host name, so the ``Host`` header, TLS SNI and the certificate check use the name;
 - follows redirects itself (at most ``max_redirects``), each hop checked the same way;
 - caps the whole exchange's time, the request body and the response body (streamed and
-  cut off at the cap; a declared ``Content-Length`` over it is refused before reading).
+  cut off at the cap; a declared ``Content-Length`` over it is refused before reading);
+- decodes ``gzip``, ``deflate`` and ``br`` bodies itself, a bounded step at a time, so the
+  cap holds for the *decoded* bytes: a small compressed bomb is cut off at the cap without
+  ever being inflated in memory past it. Any other ``Content-Encoding`` is refused;
+- when the caller names the media types it reads (``accept``), refuses a successful answer
+  of another type before reading its body (a page fetch wants HTML or text, not a video);
+- sends ``User-Agent: noteloom/<version>`` unless the caller sets one.
+
+A response's text (:meth:`OutboundResponse.text`) is decoded with the charset its
+``Content-Type`` names, else the one an HTML page declares in its first bytes, else a byte
+order mark, else UTF-8 when the bytes are UTF-8, else what ``charset_normalizer`` detects.
 
 Webhooks are signed (:func:`signed_headers`): ``X-Noteloom-Timestamp`` carries the Unix
 time in seconds, ``X-Noteloom-Signature`` is ``sha256=`` and the hex HMAC-SHA256, keyed with
@@ -31,31 +41,39 @@ Errors: a URL or address that is not allowed, a body over a cap, too many redire
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import hmac
 import ipaddress
+import re
 import socket
 import ssl
 import time
+import zlib
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import brotli  # type: ignore[import-untyped]
 import httpcore2
 import httpx2
 from anyio import to_thread
 
+from noteloom import __version__
 from noteloom.errors import ConfigError, OutboundRefused, Unavailable
 
 __all__ = [
+    "ACCEPT_ENCODING",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
+    "USER_AGENT",
     "OutboundClient",
     "OutboundPolicy",
     "OutboundResponse",
     "Resolver",
     "check_url",
+    "decode_text",
     "refusal",
     "sign",
     "signed_headers",
@@ -65,6 +83,9 @@ __all__ = [
 
 SIGNATURE_HEADER = "X-Noteloom-Signature"
 TIMESTAMP_HEADER = "X-Noteloom-Timestamp"
+USER_AGENT = f"noteloom/{__version__} (a notes app fetching on its user's behalf)"
+#: The encodings the client decodes (bounded); it asks for these only.
+ACCEPT_ENCODING = "gzip, deflate, br"
 
 #: ``(host, port)`` to the addresses it resolves to (text, as ``getaddrinfo`` gives them).
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -307,6 +328,16 @@ class OutboundResponse:
     def ok(self) -> bool:
         return 200 <= self.status < 300
 
+    @property
+    def media_type(self) -> str:
+        """The ``Content-Type`` without its parameters, lower case (``""`` when none is sent)."""
+        return _media_type(self.headers)
+
+    def text(self) -> str:
+        """The body as text (see the module's docstring for how its charset is found);
+        bytes that do not decode become U+FFFD."""
+        return decode_text(self.body, self.headers.get("content-type", ""))
+
 
 class _PinnedBackend(httpcore2.AsyncNetworkBackend):
     """Connects a host and port to the address checked for them, and to nothing else."""
@@ -389,16 +420,24 @@ class OutboundClient:
         self._ssl = ssl_context
 
     async def request(self, method: str, url: str, *, content: bytes = b"",
-                      headers: Mapping[str, str] | None = None) -> OutboundResponse:
+                      headers: Mapping[str, str] | None = None, accept: Iterable[str] | None = None,
+                      max_bytes: int | None = None) -> OutboundResponse:
         """Send one request, following redirects, every hop checked; the whole exchange
-        within ``policy.timeout`` seconds."""
+        within ``policy.timeout`` seconds. ``accept``: the media types (``text/*`` for a
+        family) a successful answer may have, others are refused unread (an answer without
+        a ``Content-Type`` passes: the caller judges its bytes); ``max_bytes``: this
+        request's cap on the decoded body instead of ``policy.max_response_bytes``."""
         if len(content) > self.policy.max_request_bytes:
             raise OutboundRefused(f"the request body has {len(content)} bytes, more than the "
                                   f"{self.policy.max_request_bytes} an outbound request may carry", field="content")
         target = check_url(url)
+        sent = {"User-Agent": USER_AGENT, **dict(headers or {})}
+        if not any(k.lower() == "accept-encoding" for k in sent):
+            sent["Accept-Encoding"] = ACCEPT_ENCODING
+        limits = _Limits(max_bytes or self.policy.max_response_bytes, tuple(accept) if accept is not None else None)
         try:
             with anyio.fail_after(self.policy.timeout):
-                return await self._exchange(method.upper(), target, content, dict(headers or {}))
+                return await self._exchange(method.upper(), target, content, sent, limits)
         except TimeoutError as exc:
             raise Unavailable(f"{target.host} did not answer within {self.policy.timeout:g} s; "
                               "check that it is up", retry_after=None) from exc
@@ -428,7 +467,7 @@ class OutboundClient:
         return addresses[0]
 
     async def _exchange(self, method: str, url: httpx2.URL, content: bytes,
-                        headers: dict[str, str]) -> OutboundResponse:
+                        headers: dict[str, str], limits: _Limits) -> OutboundResponse:
         backend = _PinnedBackend()
         # A backstop only: the whole exchange's cap (``request``) is the one that fires.
         timeout = httpx2.Timeout(self.policy.timeout + 5)
@@ -437,7 +476,7 @@ class OutboundClient:
             for _hop in range(self.policy.max_redirects + 1):
                 address = await self._pin(url)
                 backend.pins[(url.raw_host.decode("ascii").lower(), _port(url))] = address
-                answer = await self._send(client, method, url, content, headers, address)
+                answer = await self._send(client, method, url, content, headers, address, limits)
                 location = answer.headers.get("location")
                 if answer.status not in _REDIRECTS or not location:
                     return answer
@@ -453,15 +492,24 @@ class OutboundClient:
                               field="url")
 
     async def _send(self, client: httpx2.AsyncClient, method: str, url: httpx2.URL, content: bytes,
-                    headers: dict[str, str], address: str) -> OutboundResponse:
-        cap = self.policy.max_response_bytes
+                    headers: dict[str, str], address: str, limits: _Limits) -> OutboundResponse:
+        cap = limits.max_bytes
         try:
             async with client.stream(method, url, content=content or None, headers=headers) as response:
                 declared = response.headers.get("content-length", "")
-                if declared.isdigit() and int(declared) > cap:
+                encodings = _encodings(response.headers)
+                if declared.isdigit() and int(declared) > cap:  # compressed or not, the decoded is no less
                     raise _too_large(url, cap)
+                media = _media_type(response.headers)
+                if (limits.accept is not None and 200 <= response.status_code < 300 and media
+                        and not _accepted(media, limits.accept)):
+                    raise OutboundRefused(f"{url} answered with {media!r}, not a type noteloom reads here "
+                                          f"({', '.join(limits.accept)})", field="url")
+                decoders = [_decoder(e, url, cap) for e in reversed(encodings)]
                 body = bytearray()
-                async for chunk in response.aiter_bytes():
+                async for chunk in response.aiter_raw():
+                    for decoder in decoders:
+                        chunk = decoder.feed(chunk)
                     body += chunk
                     if len(body) > cap:
                         raise _too_large(url, cap)
@@ -477,3 +525,116 @@ def _port(url: httpx2.URL) -> int:
 
 def _too_large(url: httpx2.URL, cap: int) -> OutboundRefused:
     return OutboundRefused(f"the answer of {url} is larger than {cap} bytes, the most noteloom reads", field="url")
+
+
+# -- bodies: bounded decoding, media types, charsets --------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Limits:
+    max_bytes: int
+    accept: tuple[str, ...] | None
+
+
+def _media_type(headers: Mapping[str, str]) -> str:
+    value = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    return value.split(";", 1)[0].strip().lower()
+
+
+def _accepted(media: str, accept: tuple[str, ...]) -> bool:
+    return any(media == a or (a.endswith("/*") and media.startswith(a[:-1])) for a in accept)
+
+
+def _encodings(headers: httpx2.Headers) -> list[str]:
+    """The ``Content-Encoding`` layers in the order they were applied (``identity`` left out)."""
+    values = ",".join(headers.get_list("content-encoding"))
+    return [e for e in (v.strip().lower() for v in values.split(",")) if e and e != "identity"]
+
+
+class _Decoder:
+    """One ``Content-Encoding`` layer undone a bounded step at a time: no step yields more
+    than what is left under the cap, plus one byte to notice going over it."""
+
+    def __init__(self, encoding: str, url: httpx2.URL, cap: int) -> None:
+        self.encoding, self.url, self.cap, self.total = encoding, url, cap, 0
+        self._brotli = brotli.Decompressor() if encoding == "br" else None
+        # deflate is meant to be zlib-wrapped, and some servers send it raw: tried in that order.
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(encoding)
+        self._zlib = zlib.decompressobj(wbits) if wbits is not None else None
+        self._first = encoding == "deflate"
+
+    def _room(self) -> int:
+        return self.cap - self.total + 1
+
+    def _take(self, out: bytearray, chunk: bytes) -> None:
+        out += chunk
+        self.total += len(chunk)
+        if self.total > self.cap:
+            raise _too_large(self.url, self.cap)
+
+    def feed(self, data: bytes) -> bytes:
+        out = bytearray()
+        try:
+            if self._brotli is not None:
+                self._take(out, self._brotli.process(data, output_buffer_limit=self._room()))
+                while not self._brotli.is_finished() and not self._brotli.can_accept_more_data():
+                    self._take(out, self._brotli.process(b"", output_buffer_limit=self._room()))
+                return bytes(out)
+            assert self._zlib is not None
+            if self._first and len(data) >= 2:
+                self._first = False
+                if not ((data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0):  # no zlib header
+                    self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            while data and not self._zlib.eof:
+                self._take(out, self._zlib.decompress(data, self._room()))
+                data = self._zlib.unconsumed_tail
+        except (zlib.error, brotli.error) as exc:
+            raise Unavailable(f"the {self.encoding} body of {self.url} is broken ({exc}); the site sent a "
+                              "damaged answer") from exc
+        return bytes(out)
+
+
+def _decoder(encoding: str, url: httpx2.URL, cap: int) -> _Decoder:
+    if encoding not in ("gzip", "x-gzip", "deflate", "br"):
+        raise OutboundRefused(f"{url} answered in the {encoding!r} encoding; noteloom reads gzip, deflate, br "
+                              "and plain bodies only", field="url")
+    return _Decoder(encoding, url, cap)
+
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def _codec(name: str | bytes | None) -> str | None:
+    if not name:
+        return None
+    text = name.decode("ascii", "replace") if isinstance(name, bytes) else name
+    try:
+        return codecs.lookup(text.strip().strip("\"'")).name
+    except LookupError:
+        return None
+
+
+def decode_text(body: bytes, content_type: str = "") -> str:
+    """``body`` as text: the charset ``content_type`` names, else an HTML ``<meta>`` charset
+    in the first 2 KiB, else a byte order mark, else UTF-8 if it is, else a detected one
+    (windows-1252 when too short to tell)."""
+    declared = next((p.split("=", 1)[1] for p in content_type.split(";")[1:]
+                     if p.strip().lower().startswith("charset=")), None)
+    meta = _META_CHARSET.search(body[:2048])
+    codec = _codec(declared) or _codec(meta.group(1) if meta else None)
+    if codec is None:
+        codec = next((name for bom, name in _BOMS if body.startswith(bom)), None)
+    if codec is None:
+        try:
+            return body.decode("utf-8")
+        except UnicodeDecodeError:
+            import charset_normalizer  # only for the rare page that declares nothing and is not UTF-8
+
+            best = charset_normalizer.from_bytes(body[:200_000]).best() if len(body) >= 64 else None
+            codec = _codec(best.encoding) if best is not None else None
+            # Without a BOM a UTF-16/32 guess is a misreading of a few bytes; the web's own
+            # default for an undeclared page is windows-1252.
+            if codec is None or codec.startswith(("utf-16", "utf-32")):
+                codec = "cp1252"
+    return body.decode(codec or "utf-8", errors="replace")
