@@ -42,6 +42,7 @@ from noteloom.providers.base import (
     ProviderConfig,
     ThinkingLevel,
     Timeouts,
+    file_data,
     token_count,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
@@ -420,11 +421,11 @@ def _file_block(p: ImagePart | DocumentPart) -> dict[str, Any]:
     """An image or a PDF as the Messages API takes it, in a user turn or a tool result."""
     if isinstance(p, DocumentPart):
         block: dict[str, Any] = {"type": "document",
-                                 "source": {"type": "base64", "media_type": p.media_type, "data": p.data}}
+                                 "source": {"type": "base64", "media_type": p.media_type, "data": file_data(p)}}
         if p.title:
             block["title"] = p.title
         return block
     source: dict[str, Any] = (
-        {"type": "url", "url": p.url} if p.url else {"type": "base64", "media_type": p.media_type, "data": p.data}
+        {"type": "url", "url": p.url} if p.url else {"type": "base64", "media_type": p.media_type, "data": file_data(p)}
     )
     return {"type": "image", "source": source}

@@ -8,8 +8,10 @@ connection on the way out. Failures are raised as ``ProviderError``.
 
 from __future__ import annotations
 
+import binascii
 import ipaddress
 import json
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -80,15 +82,42 @@ CHARS_PER_TOKEN = 3
 #: What one image costs in input tokens at most (Anthropic: ~1,600 for the largest size it
 #: keeps; OpenAI's high-detail tiles come to a similar figure).
 IMAGE_TOKENS = 1600
+#: What one page of a PDF read natively costs at most: both vendors give the model each
+#: page's text (Anthropic: 1,500-3,000 tokens a page) and the page as an image (above).
+PDF_PAGE_TOKENS = 3000 + IMAGE_TOKENS
+#: Both vendors take at most 100 pages of PDF in one request: past that the call fails, so
+#: no estimate need be higher.
+PDF_MAX_PAGES = 100
+#: The bytes per page assumed when a PDF's page objects cannot be counted (packed into
+#: compressed object streams): a text page with its share of fonts and structure. Lower
+#: would err higher, and a scanned page (100 KB and more) is over-counted already.
+PDF_BYTES_PER_PAGE = 20_000
+_PAGE_OBJECT = re.compile(rb"/Type\s*/Page\b")
+
+
+def pdf_pages(data: str) -> int:
+    """The pages of a base64 PDF for an estimate: its page objects counted, or, when they are
+    packed out of sight, one per ``PDF_BYTES_PER_PAGE``; between 1 and ``PDF_MAX_PAGES``."""
+    try:
+        raw = binascii.a2b_base64(data)
+    except (binascii.Error, ValueError):
+        raw = b""
+    pages = len(_PAGE_OBJECT.findall(raw)) or -(-len(raw) // PDF_BYTES_PER_PAGE)
+    return min(max(pages, 1), PDF_MAX_PAGES)
+
+
+def _file_tokens(part: ImagePart | DocumentPart) -> int:
+    return pdf_pages(part.data) * PDF_PAGE_TOKENS if isinstance(part, DocumentPart) else IMAGE_TOKENS
 
 
 def estimate_input_tokens(request: ModelRequest) -> int:
     """An estimate of the input tokens of ``request`` that errs high (no tokenizer is
-    loaded for it): the budget check prices the next call's worst case with it."""
+    loaded for it): the budget check prices the next call's worst case with it. An image
+    counts ``IMAGE_TOKENS``, a PDF ``PDF_PAGE_TOKENS`` a page (``pdf_pages``)."""
     chars = len(request.system_text) + sum(
         len(t.name) + len(t.description) + len(json.dumps(t.input_schema, default=str)) for t in request.tools
     )
-    images = 0
+    files = 0
     for message in request.messages:
         chars += 8  # role and framing
         for part in message.parts:
@@ -100,12 +129,12 @@ def estimate_input_tokens(request: ModelRequest) -> int:
                 chars += len(part.name) + len(json.dumps(part.arguments, default=str))
             elif isinstance(part, ToolResultPart):
                 chars += len(part.content)
-                images += len(part.blocks)
+                files += sum(_file_tokens(b) for b in part.blocks)
             elif isinstance(part, ImagePart | DocumentPart):
-                images += 1
+                files += _file_tokens(part)
             else:
                 assert_never(part)
-    return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+    return -(-chars // CHARS_PER_TOKEN) + files
 
 
 def call_max_output(provider: Provider, request: ModelRequest) -> int | None:
@@ -119,6 +148,22 @@ def call_max_output(provider: Provider, request: ModelRequest) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return request.max_tokens
+
+
+def file_data(part: ImagePart | DocumentPart) -> str:
+    """The base64 bytes of a file part about to go on the wire.
+
+    A stored transcript keeps a file's ``ref`` and drops its bytes; whoever builds a request
+    from it reads them again (checking the reader may still see them). A part that reaches
+    an adapter without them is that builder's bug, raised here rather than sent as an empty
+    file the model would answer about."""
+    if not part.data:
+        ref = f" (ref {part.ref!r})" if part.ref else ""
+        raise ValueError(
+            f"a {part.kind} part{ref} reached the provider without its bytes: read the attachment again "
+            "by its ref (noteloom.attachments) before building the model request"
+        )
+    return part.data
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,10 @@ LM Studio …). Those servers stream tool calls in many dialects; ``ChunkAssembl
 accepts them all: a reused or missing ``index``, missing ids, ``arguments`` sent as
 an object, a name repeated in every chunk, malformed JSON. Reasoning arrives in a
 ``reasoning_content``/``reasoning`` field or inline in ``<think>`` tags.
+
+Files go out as content parts: images as ``image_url`` (a data URL), PDFs as ``file`` parts
+(``file_data``, a data URL). A tool message takes text only, so the files a tool result
+hands over follow its tool messages in one user message.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from urllib.parse import urlsplit
 
 from noteloom.errors import ConfigError
 from noteloom.messages import (
+    DocumentPart,
     FinishReason,
     ImagePart,
     Message,
@@ -42,6 +47,7 @@ from noteloom.providers.base import (
     ProviderConfig,
     ThinkingLevel,
     Timeouts,
+    file_data,
     token_count,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
@@ -222,24 +228,29 @@ def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str,
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    tool_names: dict[str, str] = {}
+    # Files handed over by tool results, waiting for the end of the run of tool messages.
+    files: list[dict[str, Any]] = []
     for m in messages:
+        if files and m.role != "tool":
+            out.append({"role": "user", "content": files})
+            files = []
         if m.role == "system":
             out.append({"role": "system", "content": m.text})
         elif m.role == "user":
-            images = [p for p in m.parts if isinstance(p, ImagePart)]
-            if not images:
+            if not any(isinstance(p, ImagePart | DocumentPart) for p in m.parts):
                 out.append({"role": "user", "content": m.text})
                 continue
             content: list[dict[str, Any]] = []
             for p in m.parts:
                 if isinstance(p, TextPart) and p.text:
                     content.append({"type": "text", "text": p.text})
-                elif isinstance(p, ImagePart):
-                    url = p.url or f"data:{p.media_type};base64,{p.data}"
-                    content.append({"type": "image_url", "image_url": {"url": url}})
+                elif isinstance(p, ImagePart | DocumentPart):
+                    content.append(file_part(p))
             out.append({"role": "user", "content": content})
         elif m.role == "assistant":
             calls = m.tool_calls
+            tool_names.update((c.id, c.name) for c in calls)
             if not m.text and not calls:
                 continue
             # content "" rather than null: llama.cpp's server answers 500 to null with tool_calls.
@@ -257,7 +268,29 @@ def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str,
         else:
             for r in m.tool_results:
                 out.append({"role": "tool", "tool_call_id": r.call_id, "content": r.content})
+            # A tool message takes text only (chat completions has no image or file part for
+            # it), so the files a result hands over follow the last of the tool messages
+            # (no other message may come between a call and its results) in one user
+            # message, each result's files introduced by the call they belong to.
+            for r in m.tool_results:
+                if r.blocks:
+                    name = tool_names.get(r.call_id)
+                    call = f"{r.call_id} ({name})" if name else r.call_id
+                    files.append({"type": "text", "text": f"The files returned by tool call {call}:"})
+                    files.extend(file_part(b) for b in r.blocks)
+    if files:
+        out.append({"role": "user", "content": files})
     return out
+
+
+def file_part(p: ImagePart | DocumentPart) -> dict[str, Any]:
+    """An image (``image_url``, a data URL unless it has a URL of its own) or a PDF (a ``file``
+    part with its bytes as a data URL) as a ``chat.completions`` content part."""
+    if isinstance(p, DocumentPart):
+        return {"type": "file", "file": {"filename": p.title or "document.pdf",
+                                         "file_data": f"data:{p.media_type};base64,{file_data(p)}"}}
+    url = p.url or f"data:{p.media_type};base64,{file_data(p)}"
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 @dataclass
