@@ -28,6 +28,7 @@ from noteloom.config import SETTINGS_FILE, Settings, load_settings
 from noteloom.data import DataCatalog
 from noteloom.embedders import EmbedderFactory
 from noteloom.errors import AuthError
+from noteloom.folders import Folders
 from noteloom.memory.similarity import MemoryVectors
 from noteloom.pipeline import PipelineJob
 from noteloom.plugins import pipeline_jobs, plugin_manager
@@ -248,6 +249,8 @@ def open_app(
     pm = plugin_manager(plugins, load_entry_points=load_entry_points)
     services = _services(engine, settings, pm, env, embed_service)
     services.add("data", DataCatalog(settings.file))  # generic reads; bad [data] fails here
+    # read_file and list_dir; None (the tools left out) until [files] shares a folder; a bad root fails here
+    services.add("folders", Folders.from_settings(settings.section("files"), base=settings.data_dir, home=env.get("HOME")))
     app = App(settings, engine, workspace, pm, ToolRegistry(), services)
     app.pipeline_jobs = pipeline_jobs(pm)
     # Before the tools: create_recipe requires it.
