@@ -14,7 +14,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("storage", ["errors", "config", "db", "locks", "migrations", "jsonvalues"]),
     ("domain", ["workspace", "accounts", "outline", "query", "search", "postings", "interop", "embedders", "chunks", "vectors", "ivf", "semantic", "memory", "folders"]),
     ("tools", ["tools", "tooldefs", "renderspec", "policy", "hooks", "pipeline", "verdicts", "default_plugins.pipeline_jobs", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders", "default_plugins.memory_tools"]),
-    ("engine", ["messages", "agent", "runs", "providers", "plugins", "outbound", "attachments", "default_plugins.providers"]),
+    ("engine", ["messages", "agent", "runs", "providers", "plugins", "outbound", "webtools", "attachments", "default_plugins.providers"]),
     ("services", ["services", "chat", "recipes", "data", "notifications", "session_tools", "default_plugins"]),
     ("root", ["app"]),
     ("surfaces", ["web", "mcp", "cli", "__main__"]),

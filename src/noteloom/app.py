@@ -30,6 +30,7 @@ from noteloom.embedders import EmbedderFactory
 from noteloom.errors import AuthError
 from noteloom.folders import Folders
 from noteloom.memory.similarity import MemoryVectors
+from noteloom.outbound import OutboundPolicy
 from noteloom.pipeline import PipelineJob
 from noteloom.plugins import pipeline_jobs, plugin_manager
 from noteloom.providers import provider_registry
@@ -46,6 +47,8 @@ from noteloom.tools import (
     ToolRegistry,
     scope_from_setting,
 )
+from noteloom.webtools.fetch import WebFetcher
+from noteloom.webtools.search import search_from_settings
 from noteloom.workspace import User, Workspace
 
 log = logging.getLogger(__name__)
@@ -249,6 +252,10 @@ def open_app(
     pm = plugin_manager(plugins, load_entry_points=load_entry_points)
     services = _services(engine, settings, pm, env, embed_service)
     services.add("data", DataCatalog(settings.file))  # generic reads; bad [data] fails here
+    # The web tools: pages through the guarded client; a search engine only once [web_search] names one.
+    outbound = OutboundPolicy.from_settings(settings.file)
+    services.add("web", WebFetcher(outbound))
+    services.add("web_search", search_from_settings(settings.file, env, outbound))
     # read_file and list_dir; None (the tools left out) until [files] shares a folder; a bad root fails here
     services.add("folders", Folders.from_settings(settings.section("files"), base=settings.data_dir, home=env.get("HOME")))
     app = App(settings, engine, workspace, pm, ToolRegistry(), services)

@@ -45,7 +45,7 @@ EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 CAPABILITY_TOOLS: dict[str, tuple[str, ...]] = {
     "memory_access": ("remember", "recall", "forget"),
     "history_access": ("search_conversations",),
-    "web_access": (),
+    "web_access": ("fetch_url", "web_search", "clip_url"),
     "data_access": ("describe_data", "query_data"),
 }
 CAPABILITIES: tuple[str, ...] = tuple(CAPABILITY_TOOLS)
