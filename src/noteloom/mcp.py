@@ -28,6 +28,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, BinaryIO
+from urllib.parse import quote
 
 import anyio
 import mcp_types as mt
@@ -43,7 +44,9 @@ from mcp_types.version import (
 from noteloom import __version__
 from noteloom.app import App
 from noteloom.jsonvalues import dumps, dumps_bytes, find_problem, surrogate_in
+from noteloom.messages import BlockPart, ImagePart
 from noteloom.policy import PolicySources, denied, resolve
+from noteloom.providers.base import file_data
 from noteloom.tools import ToolDef, ToolError, ToolFailure, ToolSettings, UnknownTool
 from noteloom.workspace import User, Workspace
 
@@ -71,6 +74,12 @@ INSTRUCTIONS = (
     "has turned them on."
 )
 UNTRUSTED_META_KEY = "noteloom/untrusted"
+#: Where a file a tool hands over whole says it came from: a stored attachment by its ref,
+#: else a file by its name.
+ATTACHMENT_URI = "noteloom://attachment/"
+FILE_URI = "noteloom://file/"
+#: The file's name beside an embedded document (``BlobResourceContents`` has no field for it).
+TITLE_META_KEY = "noteloom/title"
 DISABLED_MESSAGE = "MCP is turned off for this workspace; turn it on with `noteloom mcp enable`"
 
 
@@ -379,7 +388,7 @@ class McpServer:
             raise RpcError(INTERNAL_ERROR, "Internal error: the request failed on the server; its log has the details") from None
         payload = result.payload
         out: dict[str, Any] = {
-            "content": [{"type": "text", "text": dumps(payload)}],
+            "content": [{"type": "text", "text": dumps(payload)}, *(file_content(b) for b in result.blocks)],
             "isError": False,
         }
         # Any object result is also structured content (MCP 2025-06-18), beside the same JSON
@@ -389,6 +398,29 @@ class McpServer:
         if result.untrusted:
             out["_meta"] = {UNTRUSTED_META_KEY: True}
         return out
+
+
+def file_content(block: BlockPart) -> dict[str, Any]:
+    """A file a tool hands over whole, as MCP content: an image as ``ImageContent`` (a
+    linked one as a ``ResourceLink``), a PDF as an ``EmbeddedResource`` holding its bytes
+    (``BlobResourceContents``) under ``noteloom://attachment/<ref>``. MCP clients get the
+    file as it is: what their model can read is theirs to decide."""
+    content: mt.ImageContent | mt.ResourceLink | mt.EmbeddedResource
+    if isinstance(block, ImagePart):
+        if block.url and not block.data:
+            content = mt.ResourceLink(uri=block.url, name="image", mime_type=block.media_type)
+        else:
+            content = mt.ImageContent(data=file_data(block), mime_type=block.media_type)
+    else:
+        uri = (f"{ATTACHMENT_URI}{quote(block.ref, safe='')}" if block.ref
+               else f"{FILE_URI}{quote(block.title or 'document', safe='')}")
+        content = mt.EmbeddedResource(
+            resource=mt.BlobResourceContents(uri=uri, mime_type=block.media_type, blob=file_data(block)),
+        )
+        if block.title:
+            return {**content.model_dump(by_alias=True, exclude_none=True, mode="json"),
+                    "_meta": {TITLE_META_KEY: block.title}}
+    return content.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 def _first_error(exc: ValueError) -> str:
