@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from datetime import UTC, datetime
 from functools import lru_cache
 
 from fpdf import FPDF
@@ -24,7 +25,7 @@ HTML_WITH_SCRIPTS = (
 
 def text_pdf(pages: int = 1, text: str = "Hello from the attachment") -> bytes:
     """A PDF of ``pages`` pages, each carrying ``text`` (wrapped) in a text layer."""
-    pdf = FPDF()
+    pdf = _pdf()
     pdf.set_font("helvetica", size=11)
     for _ in range(pages):
         pdf.add_page()
@@ -34,7 +35,7 @@ def text_pdf(pages: int = 1, text: str = "Hello from the attachment") -> bytes:
 
 def scanned_pdf(pages: int = 1) -> bytes:
     """A PDF whose pages are only pictures (of a scanned page): no text layer at all."""
-    pdf = FPDF()
+    pdf = _pdf()
     picture = io.BytesIO(png_bytes(64, 80, (230, 230, 220)))
     for _ in range(pages):
         pdf.add_page()
@@ -107,6 +108,12 @@ def pdf_bomb(inflated: int = 1 << 30) -> bytes:
             b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         ]
     )
+
+
+def _pdf() -> FPDF:
+    pdf = FPDF()
+    pdf.set_creation_date(datetime(2026, 1, 1, tzinfo=UTC))
+    return pdf
 
 
 def _raw_pdf(objects: list[bytes]) -> bytes:
