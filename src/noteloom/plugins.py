@@ -207,6 +207,8 @@ DEFAULT_PLUGINS: list[str] = [
     "noteloom.default_plugins.data_tools",
     "noteloom.default_plugins.memory_tools",
     "noteloom.default_plugins.attachment_tools",
+    "noteloom.default_plugins.folder_tools",
+    "noteloom.default_plugins.web_tools",
 ]
 
 
