@@ -4,7 +4,9 @@
 Adapters: ``openai_compat`` (OpenAI and every compatible server), ``anthropic``,
 and two offline ones that need no key, ``echo`` and ``scripted``; each is a
 ``ProviderType`` registered through the ``register_providers`` hook. Failures are
-``ProviderError`` with a stable ``code``. The SDKs are imported on first use only.
+``ProviderError`` with a stable ``code``. The SDKs are imported on first use only. What a
+model reads besides text is its provider's optional ``capabilities(model)`` answer
+(``ModelCapabilities``; ``capabilities_of`` reads it, text-only without one).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from noteloom.providers.base import (
+    TEXT_ONLY,
     THINKING_LEVELS,
+    ModelCapabilities,
     ModelRequest,
     Provider,
     ProviderConfig,
@@ -21,9 +25,11 @@ from noteloom.providers.base import (
     ThinkingLevel,
     Timeouts,
     ToolSpec,
+    capabilities_of,
 )
 from noteloom.providers.errors import ERROR_CODES, ErrorCode, ProviderError
 from noteloom.providers.registry import (
+    MODEL_CAPABILITY_SETTINGS,
     NO_MODEL_HELP,
     ProviderFactory,
     ProviderInfo,
@@ -40,9 +46,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ERROR_CODES",
+    "MODEL_CAPABILITY_SETTINGS",
     "NO_MODEL_HELP",
+    "TEXT_ONLY",
     "THINKING_LEVELS",
     "ErrorCode",
+    "ModelCapabilities",
     "ModelRequest",
     "Provider",
     "ProviderConfig",
@@ -57,6 +66,7 @@ __all__ = [
     "Timeouts",
     "ToolSpec",
     "build_provider_registry",
+    "capabilities_of",
     "parse_address",
     "provider_registry",
     "provider_types",
