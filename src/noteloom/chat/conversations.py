@@ -55,6 +55,7 @@ def conversation_from_row(r: Any) -> Conversation:
         web_access=_flag(r.web_access),
         data_access=_flag(r.data_access),
         data_sources=[str(x) for x in r.data_sources] if isinstance(r.data_sources, list) else None,
+        attachment_mode=r.attachment_mode,
     )
     return Conversation(
         id=r.id,
@@ -274,6 +275,8 @@ def purge_rows(c: Connection, conversation_ids: list[str]) -> int:
         for child in (t.pending_actions, t.edits):
             c.execute(child.delete().where(child.c.message_id.in_(chunk)))
     runs.purge(c, msg_ids)  # each assistant message's run: its events and calls
+    # Attachments' link rows (their bytes are the caller's to remove: ChatService does).
+    c.execute(t.attachments.delete().where(t.attachments.c.conversation_id.in_(conversation_ids)))
     c.execute(t.messages.delete().where(t.messages.c.conversation_id.in_(conversation_ids)))
     c.execute(t.conversations.delete().where(t.conversations.c.id.in_(conversation_ids)))
     return len(msg_ids)

@@ -49,6 +49,8 @@ CAPABILITY_TOOLS: dict[str, tuple[str, ...]] = {
     "data_access": ("describe_data", "query_data"),
 }
 CAPABILITIES: tuple[str, ...] = tuple(CAPABILITY_TOOLS)
+#: How a conversation's attachments reach the model (``Controls.attachment_mode``).
+ATTACHMENT_MODES: tuple[str, ...] = ("extract", "on_demand", "original")
 #: The command of the note row ``/clear`` writes: history sent to a model starts after it.
 CLEAR_COMMAND = "clear"
 
@@ -86,6 +88,10 @@ class Controls:
     data_access: bool | None = None
     #: The data sources generic reads may use here (``None``: every source the workspace opted in).
     data_sources: list[str] | None = None
+    #: How attachments reach the model (``noteloom.attachments.Mode``): ``extract`` (text
+    #: first), ``on_demand`` (text first, and ``view_attachment`` for the original) or
+    #: ``original`` (whole files where the model takes them); ``None`` = ``extract``.
+    attachment_mode: str | None = None
 
     def budgets(self) -> Budgets:
         """This conversation's budget layer (the output tokens from ``max_tokens``)."""
@@ -139,6 +145,10 @@ def check_controls(c: Controls) -> Controls:
             raise InvalidInput("data_sources must be a list of data source names (at most 200), or null for every "
                                "source the workspace opted in; describe_data lists them", field="data_sources")
         c = replace(c, data_sources=list(dict.fromkeys(x.strip() for x in sources)))
+    if c.attachment_mode is not None and c.attachment_mode not in ATTACHMENT_MODES:
+        raise InvalidInput(
+            f"attachment_mode {c.attachment_mode!r} is unknown; use one of {', '.join(ATTACHMENT_MODES)}, "
+            "or null for the default (extract)", field="attachment_mode")
     if c.max_steps is not None and not (isinstance(c.max_steps, int) and not isinstance(c.max_steps, bool)
                                         and 1 <= c.max_steps <= 1000):
         raise InvalidInput(f"max_steps {c.max_steps!r} is out of range; use a whole number from 1 to 1000",

@@ -49,6 +49,8 @@ conversations = sa.Table(
     sa.Column("data_access", sa.Boolean),
     # The data sources this chat may read (NULL: every source the workspace opted in).
     sa.Column("data_sources", sa.JSON),
+    # How attachments reach the model: extract | on_demand | original (NULL: extract).
+    sa.Column("attachment_mode", sa.String(16)),
     # Running totals over the conversation's turns.
     sa.Column("input_tokens", sa.BigInteger, nullable=False, default=0),
     sa.Column("output_tokens", sa.BigInteger, nullable=False, default=0),
@@ -137,4 +139,32 @@ edits = sa.Table(
     sa.Column("applied_time", MS),
     sa.Column("created_time", MS, nullable=False),
     sa.Column("decided_time", MS),
+)
+
+#: Files attached to a user's message: one link row per (message, file). The bytes live in
+#: the workspace's attachment store (``attachments/chat``, ``blob_key``); the text extracted
+#: at ingress is kept here once. Deleting the conversation removes the bytes and the text
+#: (``blob_key``, ``extracted_text`` NULL, ``removed_time`` set); purging removes the rows.
+attachments = sa.Table(
+    "chat_attachments",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("message_id", ID, sa.ForeignKey("chat_messages.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column(
+        "conversation_id", ID, sa.ForeignKey("chat_conversations.id", ondelete="CASCADE"), nullable=False, index=True
+    ),
+    # The owner; checked against the conversation's owner again before a turn reads the file.
+    sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("kind", sa.String(8), nullable=False),  # image | pdf | text | html
+    sa.Column("mime", sa.String(100), nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("blob_key", sa.String(64)),
+    sa.Column("extracted_text", sa.Text),
+    sa.Column("extract_status", sa.String(16), nullable=False),  # ok | verbatim | no_text | failed | not_needed
+    sa.Column("extract_detail", sa.Text),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("removed_time", MS),
 )

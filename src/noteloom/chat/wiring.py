@@ -12,6 +12,10 @@ anything shaped like ``noteloom.app.App`` — and reads its ``[chat]`` settings:
 
     [chat.tool_policies]
     update_note = "auto"             # auto | confirm | deny, per tool
+
+    [attachments]                    # caps on the files a message carries (noteloom.attachments)
+    pdf_bytes = 10000000
+    per_message = 5
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from noteloom.agent.events import Budgets
+from noteloom.attachments import AttachmentLimits
+from noteloom.chat.attachments import ChatAttachments
 from noteloom.chat.conversations import Conversations
 from noteloom.chat.edits import Edits
 from noteloom.chat.history import DEFAULT_HISTORY_BYTES
@@ -75,6 +81,8 @@ class ChatSettings:
     stale_after: float = 10.0
     #: ``[agent]`` in noteloom.toml: the budgets a conversation leaves unset.
     budgets: Budgets = field(default_factory=Budgets)
+    #: ``[attachments]`` in noteloom.toml: the caps on the files a message carries.
+    attachments: AttachmentLimits = field(default_factory=AttachmentLimits)
 
     @classmethod
     def from_file(cls, file: dict[str, Any]) -> ChatSettings:
@@ -101,8 +109,12 @@ class ChatSettings:
             defaults = check_controls(Controls(**{k: table[k] for k in known if k in table}))
         except InvalidInput as exc:
             raise ConfigError(f"[chat] {exc}") from None
+        section = file.get("attachments", {})
+        if not isinstance(section, dict):
+            raise ConfigError("[attachments] in noteloom.toml must be a table")
         return cls(model=model, system_prompt=prompt, defaults=defaults, history_bytes=history,
-                   tool_policies=dict(policies), stale_after=float(stale), budgets=Budgets.from_file(file))
+                   tool_policies=dict(policies), stale_after=float(stale), budgets=Budgets.from_file(file),
+                   attachments=AttachmentLimits.from_settings(section))
 
 
 @dataclass
@@ -112,11 +124,14 @@ class Stores:
     conversations: Conversations
     transcript: Transcript
     edits: Edits
+    attachments: ChatAttachments
 
     @classmethod
-    def open(cls, workspace: Workspace) -> Stores:
+    def open(cls, workspace: Workspace, limits: AttachmentLimits | None = None) -> Stores:
+        """The stores of ``workspace``; attachments' bytes under its ``attachments/chat``."""
         conversations = Conversations(workspace.engine)
-        return cls(conversations, Transcript(workspace.engine, conversations), Edits(workspace))
+        files = ChatAttachments(workspace.engine, workspace.attachments_dir / "chat", limits or AttachmentLimits())
+        return cls(conversations, Transcript(workspace.engine, conversations), Edits(workspace), files)
 
 
 def providers_of(host: Host) -> ProviderRegistry:
