@@ -10,7 +10,7 @@ background service) and is ``services.chat`` meanwhile.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -19,6 +19,16 @@ import anyio
 from anyio import to_thread
 
 from noteloom import db
+from noteloom.attachments import Mode
+from noteloom.chat.attachments import (
+    DEFAULT_MODE,
+    Attachment,
+    Ingested,
+    Upload,
+    attachment_view,
+    check_uploads,
+    extract_all,
+)
 from noteloom.chat.commands import Command, parse_command
 from noteloom.chat.conversations import title_from
 from noteloom.chat.eventlog import events_after, last_seq
@@ -43,6 +53,7 @@ from noteloom.chat.wiring import (
     providers_of,
 )
 from noteloom.errors import ConfigError, InvalidInput, NotFound, Unavailable
+from noteloom.providers.base import TEXT_ONLY, ModelCapabilities, capabilities_of
 from noteloom.workspace import Note, User
 
 T = TypeVar("T")
@@ -72,7 +83,7 @@ class ChatService:
     def __init__(self, host: Host, settings: ChatSettings | None = None) -> None:
         self.host = host
         self.settings = settings or ChatSettings.from_file(host.settings.file)
-        self.stores = Stores.open(host.workspace)
+        self.stores = Stores.open(host.workspace, self.settings.attachments)
         self.runner = TurnRunner(host, self.stores, self.settings)
 
     # -- conversations ----------------------------------------------------------------
@@ -92,7 +103,8 @@ class ChatService:
             with self.host.workspace.read() as c:
                 conv = st.conversations.get(user.id, conversation_id, conn=c)
                 msgs = st.transcript.of_conversation(user.id, conversation_id, conn=c)
-                views = [self._view(m, c) for m in msgs]
+                files = st.attachments.of_messages([m.id for m in msgs if m.role == "user"], conn=c)
+                views = [self._view(m, c, files.get(m.id, [])) for m in msgs]
             return {**conversation_view(conv), "messages": views}
 
         return await _thread(load)
@@ -110,11 +122,36 @@ class ChatService:
         )
 
     async def delete_conversation(self, user: User, conversation_id: str, *, permanent: bool = False) -> int:
-        """Soft-delete, or purge for good (returns the number of messages purged)."""
-        if permanent:
-            return await _thread(self.stores.conversations.purge, user.id, conversation_id)
-        await _thread(self.stores.conversations.delete, user.id, conversation_id)
-        return 0
+        """Soft-delete, or purge for good (returns the number of messages purged). Either
+        way its attachments' bytes go, once the rows saying so are committed."""
+        st = self.stores
+
+        def remove() -> tuple[int, list[str]]:
+            with self.host.workspace.write() as c:
+                if permanent:
+                    st.conversations.get(user.id, conversation_id, include_deleted=True, conn=c)
+                    keys = st.attachments.purge_conversations([conversation_id], conn=c)
+                    return st.conversations.purge(user.id, conversation_id, conn=c), keys
+                st.conversations.delete(user.id, conversation_id, conn=c)
+                return 0, st.attachments.strip_conversations([conversation_id], conn=c)
+
+        count, keys = await _thread(remove)
+        await _thread(st.attachments.discard, keys)
+        return count
+
+    async def purge_deleted(self, user: User) -> int:
+        """Purge every deleted conversation of ``user`` (and the bytes of their attachments)."""
+        st = self.stores
+
+        def remove() -> tuple[int, list[str]]:
+            with self.host.workspace.write() as c:
+                ids = [cv.id for cv in st.conversations.find(user.id, deleted=True, limit=1_000_000, conn=c)]
+                keys = st.attachments.purge_conversations(ids, conn=c)
+                return st.conversations.purge_deleted(user.id, conn=c), keys
+
+        count, keys = await _thread(remove)
+        await _thread(st.attachments.discard, keys)
+        return count
 
     async def restore_conversation(self, user: User, conversation_id: str) -> Conversation:
         return await _thread(self.stores.conversations.restore, user.id, conversation_id)
@@ -141,6 +178,15 @@ class ChatService:
             raise InvalidInput(f"model {address!r} cannot be used: {exc}", field="model") from None
         return canonical
 
+    def capabilities(self, address: str | None) -> ModelCapabilities:
+        """What the model at ``address`` (or the default) reads besides text; text-only when
+        it cannot be resolved."""
+        try:
+            provider, model, _ = self.runner.resolve_model(address or self.settings.model)
+        except ConfigError:
+            return TEXT_ONLY
+        return capabilities_of(provider, model)
+
     def models(self) -> dict[str, Any]:
         """The models the settings drawer offers, and the defaults for the controls."""
         providers = providers_of(self.host)
@@ -155,6 +201,9 @@ class ChatService:
         except ConfigError:
             default = None
         d, b = self.settings.defaults, self.settings.budgets
+        for option in options:
+            caps = self.capabilities(option["id"])
+            option["capabilities"] = {"vision": caps.vision, "document": caps.document}
         return {
             "default_model": default,
             "models": options,
@@ -181,40 +230,74 @@ class ChatService:
         note_id: str | None = None,
         selection: tuple[int, int] | None = None,
         controls: dict[str, Any] | None = None,
+        attachments: Sequence[Upload] = (),
     ) -> SendResult:
-        """Store the message and start its turn in the background (or run a slash command)."""
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidInput("message must not be empty", field="message")
+        """Store the message and start its turn in the background (or run a slash command).
+
+        ``attachments``: files sent with it (the message may then be empty). Each is checked
+        (count, type from its bytes, size, what the conversation's model takes in its mode),
+        then its text extracted; a refusal stores nothing. The bytes are written before the
+        rows, in the rows' transaction's shadow: if that fails, they are removed again."""
+        if not isinstance(text, str) or (not text.strip() and not attachments):
+            raise InvalidInput("message must not be empty (unless a file is attached)", field="message")
         if len(text) > MESSAGE_MAX:
             raise InvalidInput(f"message is {len(text)} characters long; keep it under {MESSAGE_MAX}", field="message")
         command = parse_command(text)
+        if command is not None and attachments:
+            raise InvalidInput(f"/{command.name} is a command; it takes no attached files", field="attachments")
         if command is None and not self.runner.accepting:
             raise Unavailable("the chat's turn runner is not running; start noteloom with `noteloom serve`")
         if controls and controls.get("model"):
             await _thread(self.check_model, controls["model"])
+        if controls and "attachment_mode" in controls:
+            Controls().merged({"attachment_mode": controls["attachment_mode"]})  # a bad mode: 422 before any work
         if command is not None:
             return await self._command(user, command, conversation_id, controls)
         model = await _thread(self._model_label, conversation_id, user, controls)
+        files = await self._ingest(user, conversation_id, controls, attachments) if attachments else []
+        st = self.stores
 
-        def store() -> tuple[Conversation, ChatMessage, ChatMessage, bool]:
-            st = self.stores
+        def store(keys: list[str]) -> tuple[Conversation, ChatMessage, ChatMessage, bool]:
             with self.host.workspace.write() as c:
                 context = self._note_context(note_id, selection, c)
                 created = conversation_id is None
                 if conversation_id is None:
+                    title = title_from(text) if text.strip() else title_from(files[0].name)
                     conv = st.conversations.create(
-                        user.id, title=title_from(text), controls=Controls().merged(controls or {}), conn=c
+                        user.id, title=title, controls=Controls().merged(controls or {}), conn=c
                     )
                 else:
                     conv = st.conversations.update(user.id, conversation_id, controls=controls, conn=c)
                 asked, answer = st.transcript.start_exchange(
                     conv.id, text, note_context=context, model=model, runner_id=self.runner.id, conn=c
                 )
+                st.attachments.add(asked.id, conv.id, user.id, files, keys, conn=c)
             return conv, asked, answer, created
 
-        conv, asked, answer, created = await _thread(store)
+        keys = await _thread(st.attachments.put_bytes, files)
+        try:
+            conv, asked, answer, created = await _thread(store, keys)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await _thread(st.attachments.discard, keys)
+            raise
         self.runner.start(answer.id)
         return SendResult(conv.id, answer.id, answer.status, asked.id, created)
+
+    async def _ingest(self, user: User, conversation_id: str | None, controls: dict[str, Any] | None,
+                      uploads: Sequence[Upload]) -> list[Ingested]:
+        """Check every file against the model and mode the turn will use, then extract each
+        one's text (in a worker thread; PDF and HTML in a child process)."""
+        wanted = dict(controls or {})
+        if conversation_id is not None:
+            current = (await _thread(self.stores.conversations.get, user.id, conversation_id)).controls
+            wanted.setdefault("model", current.model)
+            wanted.setdefault("attachment_mode", current.attachment_mode)
+        mode: Mode = wanted.get("attachment_mode") or DEFAULT_MODE
+        caps = await _thread(self.capabilities, wanted.get("model"))
+        limits = self.settings.attachments
+        checked = await _thread(check_uploads, list(uploads), limits, mode, caps)
+        return await _thread(extract_all, checked, limits)
 
     def _model_label(self, conversation_id: str | None, user: User, controls: dict[str, Any] | None) -> str | None:
         """The address a new turn will most likely use, to show while it runs (best effort)."""
@@ -301,21 +384,31 @@ class ChatService:
 
     # -- a running turn ----------------------------------------------------------------
 
-    def _view(self, m: ChatMessage, c: Any) -> dict[str, Any]:
+    def _view(self, m: ChatMessage, c: Any, files: list[Attachment] | None = None) -> dict[str, Any]:
         pending = self.stores.transcript.pending_of(m.id, conn=c) if m.role == "assistant" else None
         edits: list[ProposedEdit] = self.stores.edits.of_message(m.id, conn=c) if m.role == "assistant" else []
         seq = last_seq(c, m.id) if m.role == "assistant" else 0
-        return message_view(m, pending=pending, edits=edits, live=self.runner.live.get(m.id), last_seq=seq)
+        view = message_view(m, pending=pending, edits=edits, live=self.runner.live.get(m.id), last_seq=seq)
+        view["attachments"] = [attachment_view(a) for a in files or []] if m.role == "user" else None
+        return view
 
     async def message(self, user: User, message_id: str) -> dict[str, Any]:
         """A message as it stands: a running turn's partial text, activity and running time;
-        a settled one's content, usage, cost, pending action and proposed edits."""
+        a settled one's content, usage, cost, pending action and proposed edits; a user's
+        message its attachments."""
 
         def load() -> dict[str, Any]:
             with self.host.workspace.read() as c:
-                return self._view(self.stores.transcript.get(user.id, message_id, conn=c), c)
+                m = self.stores.transcript.get(user.id, message_id, conn=c)
+                files = self.stores.attachments.of_messages([m.id], conn=c).get(m.id, []) if m.role == "user" else []
+                return self._view(m, c, files)
 
         return await _thread(load)
+
+    async def attachment(self, user: User, attachment_id: str) -> tuple[Attachment, bytes]:
+        """An attachment of one of ``user``'s live conversations and its bytes (``NotFound``
+        when it is someone else's, or removed with its conversation)."""
+        return await _thread(self.stores.attachments.read, user.id, attachment_id)
 
     async def cancel(self, user: User, message_id: str) -> bool:
         """Ask a running turn to stop; ``True`` when it had settled already."""

@@ -71,7 +71,9 @@ def create_web_app(
 
     guard = TokenAuth(McpFirst(api), app.workspace)
     api.state.auth = guard  # sign-out tells it to forget the session at once
-    return SecurityHeaders(BodyLimit(guard, app.settings.limits.max_body_bytes))
+    # Routes that take files allow larger multipart bodies (they said so when installed).
+    uploads = getattr(api.state, "upload_limits", None)
+    return SecurityHeaders(BodyLimit(guard, app.settings.limits.max_body_bytes, uploads))
 
 
 #: Modules of later layers that add routes (MCP, the chat API …); each has ``install(api, app)``.

@@ -10,22 +10,28 @@ runner is not running (``api_base.HTTP_ERRORS`` maps them all).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, model_validator
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 
 from noteloom.app import App
+from noteloom.attachments import AttachmentLimits
 from noteloom.chat import ChatService
+from noteloom.chat.attachments import Attachment, Upload
 from noteloom.chat.records import Conversation
 from noteloom.chat.views import conversation_view
 from noteloom.errors import Unavailable
-from noteloom.jsonvalues import dumps, encodable
+from noteloom.jsonvalues import dumps, encodable, find_problem
 from noteloom.web.api_base import (
     ERRORS,
     ID_PATTERN,
@@ -94,6 +100,10 @@ class ControlsIn(StrictModel):
     data_sources: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         None, max_length=200,
         description="The data sources this chat's generic reads may use; null = every source the workspace opted in.")
+    attachment_mode: Literal["extract", "on_demand", "original"] | None = Field(
+        None, description="How attachments reach the model: extract (their text), on_demand (their text, and "
+                          "view_attachment for an original), original (whole files where the model takes "
+                          "them); null = extract.")
 
     def changes(self) -> dict[str, Any]:
         out = self.model_dump(exclude_unset=True)
@@ -106,7 +116,8 @@ class ControlsIn(StrictModel):
 
 
 class SendIn(StrictModel):
-    message: str = Field(min_length=1, max_length=100_000, description="Text, or a slash command.")
+    message: str = Field("", max_length=100_000,
+                         description="Text, or a slash command; may be empty when a file is attached.")
     conversation_id: str | None = Field(None, pattern=ID_PATTERN, description="Omit to start a conversation.")
     note_context: NoteContextIn | None = None
     controls: ControlsIn | None = None
@@ -157,6 +168,7 @@ class ControlsOut(BaseModel):
     web_access: bool | None = None
     data_access: bool | None = None
     data_sources: list[str] | None = None
+    attachment_mode: Literal["extract", "on_demand", "original"] | None = Field(None, description="null: extract.")
 
 
 class ConversationOut(BaseModel):
@@ -274,6 +286,18 @@ class RememberedOut(BaseModel):
     layer: Literal[1, 2]
 
 
+class AttachmentOut(BaseModel):
+    id: str = Field(description="The file's ref; GET /api/v1/chat/attachments/{id} returns its bytes.")
+    name: str
+    kind: Literal["image", "pdf", "text", "html"]
+    mime: str
+    size: int
+    status: Literal["ok", "verbatim", "no_text", "failed", "not_needed"] = Field(
+        description="How its text was extracted at upload (failed: not extractable; the model gets the "
+                    "original where it can).")
+    removed: bool = Field(False, description="Its bytes are gone (the conversation was deleted).")
+
+
 class MessageOut(BaseModel):
     id: str
     conversation_id: str
@@ -300,6 +324,7 @@ class MessageOut(BaseModel):
     memories: list[RememberedOut] | None = Field(
         None, description="The memories the turn's prompt was given (layer 1: in full, layer 2: the title); "
                           "null when memory was off.")
+    attachments: list[AttachmentOut] | None = Field(None, description="A user message's files; null on others.")
     last_seq: int = Field(description="The last event number; stream events after it.")
     created_time: int
     finished_time: int | None
@@ -322,10 +347,16 @@ class EditDecisionOut(BaseModel):
     note: NoteOut | None = None
 
 
+class CapabilitiesOut(BaseModel):
+    vision: bool = Field(description="Reads images.")
+    document: bool = Field(description="Reads whole PDFs natively.")
+
+
 class ModelOption(BaseModel):
     id: str
     provider: str
     local: bool
+    capabilities: CapabilitiesOut
 
 
 class ModelsOut(BaseModel):
@@ -376,6 +407,112 @@ async def rendered(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return await to_thread.run_sync(lambda: [with_html(v) for v in views])
 
 
+SEND_PATH = "/api/v1/chat/send"
+#: What a multipart body holds besides its files: the payload and the parts' framing.
+FORM_OVERHEAD = 1024 * 1024
+_SEND_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/SendIn"}},
+            "multipart/form-data": {"schema": {
+                "type": "object",
+                "properties": {
+                    "payload": {"type": "string", "description": "The JSON object of application/json, as text."},
+                    "attachments": {"type": "array", "items": {"type": "string", "format": "binary"}, "maxItems": 5},
+                },
+                "required": ["payload"],
+            }},
+        },
+    },
+}
+
+
+def attachment_limits(app: App) -> AttachmentLimits:
+    service = app.services.chat
+    if service is not None:
+        return service.settings.attachments
+    section = app.settings.file.get("attachments", {})
+    return AttachmentLimits.from_settings(section if isinstance(section, dict) else {})
+
+
+def upload_bytes(limits: AttachmentLimits) -> int:
+    """The largest multipart body the send route takes: every file at the largest cap."""
+    return limits.per_message * max(limits.image_bytes, limits.pdf_bytes, limits.text_bytes) + FORM_OVERHEAD
+
+
+def allow_uploads(api: FastAPI, path: str, max_bytes: int) -> None:
+    """Let multipart bodies to ``path`` be up to ``max_bytes`` (the body limit reads this)."""
+    allowed: dict[str, int] = getattr(api.state, "upload_limits", None) or {}
+    allowed[path] = max_bytes
+    api.state.upload_limits = allowed
+
+
+def _is_multipart(request: Request) -> bool:
+    return request.headers.get("content-type", "").lower().startswith("multipart/form-data")
+
+
+async def _read_multipart(request: Request, limits: AttachmentLimits) -> tuple[SendIn, list[Upload]]:
+    """The payload and the files of a multipart send; each file is spooled to a temporary
+    file by the parser and read here up to one byte past the largest cap (the size check
+    names the cap of its kind)."""
+    try:
+        form = await request.form(max_files=limits.per_message + 1, max_fields=8)
+    except HTTPException as exc:
+        raise ApiError(422, "invalid_input", f"attachments: {exc.detail} A message takes at most "
+                       f"{limits.per_message} files.", "attachments") from None
+    try:
+        unknown = sorted({k for k in form if k not in ("payload", "attachments")})
+        if unknown:
+            raise ApiError(422, "invalid_input", f"{unknown[0]}: unknown form field; send payload (the JSON "
+                           "object) and files named attachments", unknown[0])
+        payloads = form.getlist("payload")
+        if len(payloads) > 1 or (payloads and not isinstance(payloads[0], str)):
+            raise ApiError(422, "invalid_input", "payload: send one payload field holding the JSON object",
+                           "payload")
+        text = payloads[0] if payloads else "{}"
+        assert isinstance(text, str)
+        try:
+            raw = json.loads(text)
+        except (ValueError, RecursionError):
+            raise ApiError(422, "invalid_input", "payload: not valid JSON; it holds the same object as a JSON "
+                           "send", "payload") from None
+        problem = find_problem(raw, forbid_nul=True)
+        if problem is not None:
+            field = f"payload.{problem.path}" if problem.path else "payload"
+            raise ApiError(422, "invalid_input", f"{field}: {problem.message}", field)
+        body = SendIn.model_validate(raw)
+        largest = max(limits.image_bytes, limits.pdf_bytes, limits.text_bytes)
+        files: list[Upload] = []
+        for part in form.getlist("attachments"):
+            if not isinstance(part, UploadFile):
+                raise ApiError(422, "invalid_input", "attachments: each attachment must be a file part (with a "
+                               "filename)", "attachments")
+            files.append(Upload(part.filename or "", await part.read(largest + 1)))
+        if len(files) > limits.per_message:
+            raise ApiError(422, "invalid_input", f"attachments: {len(files)} files attached; a message takes at "
+                           f"most {limits.per_message}", "attachments")
+        return body, files
+    finally:
+        await form.close()
+
+
+def attachment_response(att: Attachment, data: bytes) -> Response:
+    """The bytes of an attachment, never a page of this origin: HTML is sent as plain text,
+    nothing but images is inline, the sandbox CSP and nosniff apply to all of it."""
+    media = "text/plain" if att.kind == "html" else att.mime
+    if media.startswith("text/") or media == "application/json":
+        media += "; charset=utf-8"
+    ascii_name = "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\' else "_" for ch in att.name)
+    disposition = "inline" if att.kind == "image" else "attachment"
+    return Response(data, media_type=media, headers={
+        "Content-Disposition": f"{disposition}; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(att.name, safe='')}",
+        "Content-Security-Policy": "sandbox; default-src 'none'",
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "private, no-store",
+    })
+
+
 # -- routes -----------------------------------------------------------------------------
 
 
@@ -385,26 +522,61 @@ def install(api: FastAPI, app: App) -> None:
     r = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=ERRORS,
                   dependencies=[Depends(checked_body)], default_response_class=ApiJSONResponse)
 
-    @r.post("/send", response_model=SendOut, status_code=202)
-    async def send(request: Request, body: SendIn) -> dict[str, Any]:
+    limits = attachment_limits(app)
+    # The send route reads its own body (JSON, or multipart with files): no shared body check.
+    uploads = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=ERRORS, default_response_class=ApiJSONResponse)
+    allow_uploads(api, SEND_PATH, upload_bytes(limits))
+
+    @uploads.post("/send", response_model=SendOut, status_code=202, openapi_extra=_SEND_BODY)
+    async def send(request: Request) -> dict[str, Any]:
         """Store a message and start its turn in the background; poll or stream the returned message.
+
+        The body is the JSON object, or `multipart/form-data` with that object as the field
+        `payload` and up to 5 files as parts named `attachments` (images, PDF, text; the type
+        is decided from the bytes). Then `message` may be empty. A file refused (its type, its
+        size, too many, or a model that cannot read it) is a 422 naming it and the rule, and
+        nothing is stored.
 
         A slash command (`/clear`, `/model ID`, `/system TEXT`, `/cost`) acts at once and
         returns the note it wrote, with status `complete`. 409 while a turn of the
         conversation is running or waits for a confirmation.
         """
         chat = service_of(app)
+        user = user_of(request)
+        files: list[Upload] = []
+        if _is_multipart(request):
+            body, files = await _read_multipart(request, limits)
+        else:
+            await checked_body(request)
+            try:
+                raw = await request.json()
+            except (ValueError, RecursionError):
+                raise ApiError(422, "invalid_input", "body: the request body is not valid JSON; send one JSON "
+                               "object, or multipart/form-data with a payload field", "body") from None
+            body = SendIn.model_validate(raw)
         ctx = body.note_context
         result = await chat.send(
-            user_of(request),
+            user,
             body.message,
             conversation_id=body.conversation_id,
             note_id=ctx.note_id if ctx else None,
             selection=(ctx.selection.start, ctx.selection.end) if ctx and ctx.selection else None,
             controls=body.controls.changes() if body.controls else None,
+            attachments=files,
         )
         return {"conversation_id": result.conversation_id, "message_id": result.message_id, "status": result.status,
                 "user_message_id": result.user_message_id, "created_conversation": result.created_conversation}
+
+    @r.get(
+        "/attachments/{attachment_id}",
+        response_class=Response,
+        responses={200: {"content": {"application/octet-stream": {}}, "description": "The file's bytes."}},
+    )
+    async def attachment(request: Request, attachment_id: IdPath) -> Response:
+        """An attached file's bytes: images inline, everything else as a download; never
+        rendered as a page of this site (HTML comes back as plain text). 404 once deleted."""
+        att, data = await service_of(app).attachment(user_of(request), attachment_id)
+        return attachment_response(att, data)
 
     @r.get("/messages/{message_id}", response_model=MessageOut)
     async def message(request: Request, message_id: IdPath) -> dict[str, Any]:
@@ -546,4 +718,24 @@ def install(api: FastAPI, app: App) -> None:
         """Every tool call waiting for your approval, across conversations."""
         return await service_of(app).pending(user_of(request))
 
+    api.include_router(uploads)
     api.include_router(r)
+    _document_model(api, SendIn)
+
+
+def _document_model(api: FastAPI, model: type[BaseModel]) -> None:
+    """Put ``model`` (a body a route reads itself) into the OpenAPI components it refers to."""
+    build = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema:
+            return api.openapi_schema
+        schema = build()
+        found = schema.setdefault("components", {}).setdefault("schemas", {})
+        own = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in own.pop("$defs", {}).items():
+            found.setdefault(name, definition)
+        found.setdefault(model.__name__, own)
+        return schema
+
+    api.openapi = openapi  # type: ignore[method-assign]

@@ -6,13 +6,17 @@ than ``max_bytes``. A declared ``Content-Length`` over the cap is answered at on
 without reading a byte of the body; a chunked body is counted as the app reads it and
 cut off when it passes the cap. Either way the connection is closed after the 413, as
 the rest of the body will not be read.
+
+A route that takes file uploads may allow a larger ``multipart/form-data`` body
+(``uploads``: path -> bytes; the chat's send route allows its files at their caps); a
+body of any other type to that path keeps the common cap.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -24,10 +28,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 log = logging.getLogger(__name__)
 
 
-def _too_large_body(max_bytes: int) -> bytes:
+def _too_large_body(max_bytes: int, upload: bool = False) -> bytes:
+    setting = "its files' caps ([attachments] in noteloom.toml)" if upload else "[server] max_body_bytes in noteloom.toml"
     message = (
-        f"the request body is larger than {max_bytes} bytes, this server's limit ([server] max_body_bytes "
-        "in noteloom.toml); send a smaller body"
+        f"the request body is larger than {max_bytes} bytes, this server's limit ({setting}); send a smaller body"
     )
     return json.dumps({"error": "payload_too_large", "message": message}).encode()
 
@@ -35,17 +39,22 @@ def _too_large_body(max_bytes: int) -> bytes:
 class BodyLimit:
     """Answers 413 to a request whose body is larger than ``max_bytes``."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, uploads: Mapping[str, int] | None = None) -> None:
         self.app, self.max_bytes = app, max_bytes
+        self.uploads = dict(uploads or {})
         self._body = _too_large_body(max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit, body = self.max_bytes, self._body
+        allowed = self.uploads.get(scope.get("path", ""))
+        if allowed is not None and _is_multipart(scope):
+            limit, body = max(allowed, self.max_bytes), _too_large_body(max(allowed, self.max_bytes), True)
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self._refuse(send)
+        if declared is not None and declared > limit:
+            await self._refuse(send, body)
             return
 
         received = 0
@@ -59,10 +68,10 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     cut = True
                     if not started:
-                        await self._refuse(send)
+                        await self._refuse(send, body)
                     return {"type": "http.disconnect"}
             return message
 
@@ -81,19 +90,26 @@ class BodyLimit:
                 raise
             # The app failed on the body we cut short (a ClientDisconnect, most often):
             # a consequence of the 413 it was not allowed to answer, not a bug.
-            log.debug("a request cut off at %d bytes ended the app with an error", self.max_bytes, exc_info=True)
+            log.debug("a request cut off at %d bytes ended the app with an error", limit, exc_info=True)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, body: bytes) -> None:
         await send({
             "type": "http.response.start",
             "status": 413,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"content-length", str(len(self._body)).encode()),
+                (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
             ],
         })
-        await send({"type": "http.response.body", "body": self._body})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _is_multipart(scope: Scope) -> bool:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-type":
+            return bool(value.lower().startswith(b"multipart/form-data"))
+    return False
 
 
 def _content_length(scope: Scope) -> int | None:
