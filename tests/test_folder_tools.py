@@ -493,3 +493,14 @@ def test_the_chokepoint_never_returns_a_path_outside_the_root(maze: Path, segmen
     except (InvalidInput, NotFound):
         return
     assert text == "inside"
+
+
+def test_a_file_the_server_may_not_open_is_refused_saying_so(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Root ignores file modes, so the refusal the system would give is made here.
+    def refuse(path: str, flags: int, *args: Any) -> int:
+        raise PermissionError(13, "Permission denied", path)
+
+    folders = one(tree)
+    monkeypatch.setattr(os, "open", refuse)
+    with pytest.raises(InvalidInput, match=r"'README\.md' cannot be opened: Permission denied"):
+        folders.read_file("README.md")

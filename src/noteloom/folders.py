@@ -40,6 +40,7 @@ Everything here blocks (file system calls): call it from a worker thread.
 from __future__ import annotations
 
 import codecs
+import errno
 import json
 import os
 import re
@@ -349,8 +350,9 @@ def _open(place: Place, *, directory: bool) -> int:
     except FileNotFoundError:
         raise NotFound(f"path {_said(place.shown)} does not exist; list_dir shows what there is") from None
     except OSError as exc:
-        # ELOOP (O_NOFOLLOW met a link), ENOTDIR: something was swapped in after the check.
-        raise changed from exc
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link, or a file took a folder's place
+            raise changed from exc
+        raise InvalidInput(f"path {_said(place.shown)} cannot be opened: {exc.strerror}", field="path") from None
     try:
         st = os.fstat(fd)
         same = (st.st_dev, st.st_ino) == (place.st.st_dev, place.st.st_ino)
