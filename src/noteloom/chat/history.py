@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from noteloom.chat.records import CLEAR_COMMAND, ChatMessage
 from noteloom.messages import Message, ToolResultPart, message_to_dict
@@ -21,8 +21,12 @@ DEFAULT_HISTORY_BYTES = 200 * 1024
 NOT_RUN = "not run: the turn stopped before this call"
 
 
-def history_before(rows: Sequence[ChatMessage], position: int) -> list[Message]:
-    """The replayable history of the exchanges before ``position``."""
+def history_before(
+    rows: Sequence[ChatMessage], position: int, user_message: Callable[[ChatMessage], Message] | None = None,
+) -> list[Message]:
+    """The replayable history of the exchanges before ``position``; ``user_message`` makes a
+    user's row a message (by default its text; a turn adds its attachments)."""
+    as_message = user_message or (lambda r: Message.user(r.content))
     start = 0
     earlier = [r for r in rows if r.position < position]
     for i, r in enumerate(earlier):
@@ -37,7 +41,7 @@ def history_before(rows: Sequence[ChatMessage], position: int) -> list[Message]:
             if r.status in ("complete", "cancelled"):
                 turn = list(r.transcript) or ([Message.assistant(r.content)] if r.content else [])
                 if turn:
-                    out.append(Message.user(pending_user.content))
+                    out.append(as_message(pending_user))
                     out.extend(turn)
             pending_user = None
     return replayable(out)

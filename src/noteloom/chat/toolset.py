@@ -8,22 +8,28 @@ the note the user has open. Building the list is a pure function of its inputs.
 - a selection → workspace tools + ``edit_selection`` only.
 
 Session tools never write: each call becomes a proposed edit the user accepts or
-rejects (``propose_edit``). The conversation's toggles narrow the workspace tools
+rejects (``propose_edit``). ``view_attachment`` is a session tool too: offered in the
+``on_demand`` attachment mode, on a model that reads images or documents, when the
+conversation has files; it returns one file's original by its ref, within the
+conversation only (``view_attachment_tool``). The conversation's toggles narrow the workspace tools
 (off, or read-only) and offer each capability's tools (memory, history, data) only while
 it is on; they never add a tool the registry has disabled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from noteloom.chat.anchors import AnchorError, SessionTool, fenced_blocks, plan
 from noteloom.chat.edits import Edits
 from noteloom.chat.records import CAPABILITY_TOOLS, Controls, ProposedEdit, Selection
 from noteloom.errors import NotFound
-from noteloom.tools import ToolContext, ToolDef, ToolError
+from noteloom.tools import ToolContext, ToolDef, ToolError, ToolResult
+
+if TYPE_CHECKING:
+    from noteloom.chat.attachments import Attachment
 
 #: The proposer a turn hands in: records one session tool call as a proposed edit.
 Proposer = Callable[[SessionTool, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -183,3 +189,41 @@ def propose_edit(
         raise ToolError(str(exc)) from None
     locator = args.get("tag") if tool == "replace_structured_block" else args.get("anchor")
     return edits.propose(message_id, note.id, tool, planned, text=text, anchor=locator)
+
+
+VIEW_ATTACHMENT = "view_attachment"
+#: What a turn hands in to open a file it may still read: its original as a tool result.
+Opener = Callable[["Attachment"], Awaitable[ToolResult]]
+
+
+def view_attachment_tool(files: Sequence[Attachment], open_original: Opener) -> ToolDef:
+    """``view_attachment(ref)``: the original of one of ``files`` (this conversation's),
+    resolved by its ref only — never by name; an unknown ref lists the ones there are."""
+    by_ref: Mapping[str, Attachment] = {a.id: a for a in files}
+
+    async def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
+        ref = str(args.get("ref", "")).strip()
+        found = by_ref.get(ref)
+        if found is None:
+            known = "; ".join(f"{a.id} ({a.name})" for a in files) or "none"
+            raise ToolError(f"no attachment of this conversation has the ref {ref!r}; its refs are: {known}")
+        return await open_original(found)
+
+    return ToolDef(
+        name=VIEW_ATTACHMENT,
+        description=(
+            "Read the original of a file the user attached to this conversation, when its text is not enough "
+            "(a layout, a figure, a scanned page): PDFs come back as documents, images as images. Give the ref "
+            "shown as [ref ID] beside the file."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {"ref": {"type": "string", "minLength": 1, "description": "The file's ref, e.g. the ID "
+                                                                                      "in [ref ID]."}},
+            "required": ["ref"],
+            "additionalProperties": False,
+        },
+        handler=handler,
+        effect="read",
+        title="View attachment",
+    )

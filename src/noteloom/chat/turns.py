@@ -29,7 +29,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import sqlalchemy as sa
@@ -55,6 +55,8 @@ from noteloom.agent import (
 )
 from noteloom.agent import PendingAction as HeldCall
 from noteloom.agent.steps import StepJoiner, visible_text
+from noteloom.attachments import Mode, encode
+from noteloom.chat.attachments import DEFAULT_MODE, Attachment
 from noteloom.chat.eventlog import LiveTurn, LiveTurns, last_seq
 from noteloom.chat.history import cap_history, history_before
 from noteloom.chat.prompt import system_prompt, voice
@@ -67,7 +69,16 @@ from noteloom.chat.records import (
     PendingAction,
     TurnEvent,
 )
-from noteloom.chat.toolset import FocusedNote, Proposer, is_session_tool, propose_edit, turn_tools
+from noteloom.chat.routing import Router
+from noteloom.chat.toolset import (
+    FocusedNote,
+    Opener,
+    Proposer,
+    is_session_tool,
+    propose_edit,
+    turn_tools,
+    view_attachment_tool,
+)
 from noteloom.chat.transcript import INTERRUPTED
 from noteloom.chat.views import edit_view, usd
 from noteloom.chat.wiring import (
@@ -83,12 +94,12 @@ from noteloom.data import catalog_line
 from noteloom.errors import Busy, ConfigError, NoteloomError, NotFound, Unavailable, mapped
 from noteloom.memory.context import ContextBuilder, MemoryContext
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
-from noteloom.providers.base import Provider
+from noteloom.providers.base import ModelCapabilities, Provider, capabilities_of
 from noteloom.providers.registry import ProviderRegistry
 from noteloom.runs import Run, RunCall, RunEngine, RunError, RunSettings, RunStatus
 from noteloom.runs.spend import MonthlyCap, admission, cap_of
 from noteloom.runs.store import CallEnd, CallStart, Spent
-from noteloom.tools import CallOrigin, ToolContext, ToolDef, ToolError
+from noteloom.tools import CallOrigin, ToolContext, ToolDef, ToolError, ToolResult
 from noteloom.workspace import User
 
 log = logging.getLogger("noteloom.chat")
@@ -142,6 +153,8 @@ class _Prepared:
     memory_default: bool = True
     #: The memories chosen for the user's message (``None``: memory is off here).
     memory: MemoryContext | None = None
+    #: The attachments of the conversation's user messages, by message id.
+    files: dict[str, list[Attachment]] = field(default_factory=dict)
 
 
 @dataclass
@@ -340,6 +353,7 @@ class TurnRunner:
             msg = st.transcript.get_any(message_id, conn=c)
             conv = st.conversations.get_any(msg.conversation_id, conn=c)
             rows = st.transcript.all_of(conv.id, conn=c)
+            files = st.attachments.of_messages([r.id for r in rows if r.role == "user"], conn=c)
             before = [r for r in rows if r.position < msg.position and r.role == "user"]
             if not before:
                 raise NotFound(f"message {message_id!r} answers no question; send a new message")
@@ -373,7 +387,7 @@ class TurnRunner:
         )
         return _Prepared(msg, user_row, conv, rows, user, focused, enabled, runtime,
                          global_voice if isinstance(global_voice, str) else self.settings.system_prompt,
-                         context, decision, pending, cap, default, memory)
+                         context, decision, pending, cap, default, memory, files)
 
     def _controls(self, conv: Conversation, memory_on_by_default: bool = True) -> Controls:
         """The controls a turn runs with: each left unset resolved (a capability to a boolean)."""
@@ -412,10 +426,21 @@ class TurnRunner:
         # The data tools only when something is readable here; the prompt then names it in one line.
         data_line = catalog_line(prep.context) if controls.data_access else ""
         tools = turn_tools(prep.focused, prep.enabled, controls, propose, data_readable=bool(data_line))
-        names = [t.name for t in tools]
         untrusted = prep.focused is not None and prep.focused.untrusted
         # One nonce per turn: the note's fence and the contract the agent adds name the same marker.
         nonce = secrets.token_hex(8)
+        # Attachments: routed by the mode and the model of now, for the whole history.
+        caps = capabilities_of(provider, model)
+        mode = cast(Mode, prep.conversation.controls.attachment_mode or DEFAULT_MODE)
+        router = Router(self.stores.attachments, owner=prep.conversation.user_id, files=prep.files, mode=mode,
+                        caps=caps, nonce=nonce)
+        prep.context = dataclasses.replace(prep.context, model_capabilities=caps)
+        history, attached = await to_thread.run_sync(self._history, prep, router)
+        session = [t for t in tools if is_session_tool(t.name)]
+        if mode == "on_demand" and (caps.document or caps.vision) and attached:
+            shown = [a for files in prep.files.values() for a in files if router.why_not(a) is None]
+            session.append(view_attachment_tool(shown, self._opener(prep, caps)))
+        names = [t.name for t in tools] + [t.name for t in session if t not in tools]
         system = system_prompt(
             voice_text=voice(controls.instructions, prep.global_voice),
             now=datetime.now().astimezone(),
@@ -426,11 +451,6 @@ class TurnRunner:
             data=data_line,
         )
         remembered = prep.memory is not None and not prep.memory.empty
-        history = cap_history(
-            [*history_before(prep.rows, prep.user_message.position), Message.user(prep.user_message.content),
-             *msg.transcript],
-            self.settings.history_bytes,
-        )
         # Which calls wait for the card is the loop's question to noteloom.policy, as on every surface.
         options = RunOptions(
             max_output_tokens=controls.max_tokens,
@@ -439,8 +459,8 @@ class TurnRunner:
             temperature=controls.temperature,
             top_p=controls.top_p,
             decisions={prep.pending.call_id: prep.decision} if prep.pending and prep.decision else {},
-            # A clipped note or memories in the prompt need the contract from the first call on.
-            untrusted=True if untrusted or remembered else None,
+            # A clipped note, memories or attachments in the prompt need the contract from the first call on.
+            untrusted=True if untrusted or remembered or attached else None,
             nonce=nonce,
             admit=admission(self.stores.conversations.engine, prep.cap),
         )
@@ -459,7 +479,7 @@ class TurnRunner:
         result: RunResult = await run(
             provider, model, system, history,
             [t for t in tools if not is_session_tool(t.name)], prep.context, options,
-            session_tools=[t for t in tools if is_session_tool(t.name)],
+            session_tools=session,
             on_event=sink, cancel=token,
         )
         transcript = [*msg.transcript, *result.messages]
@@ -475,6 +495,36 @@ class TurnRunner:
             status, transcript, result.usage, result.cost, address, result.stop_reason,
             error_code, error_message, pending, limit=result.limit,
         )
+
+    def _history(self, prep: _Prepared, router: Router) -> tuple[list[Message], bool]:
+        """What the model is sent as the conversation (blocking: attachments are checked and
+        read), and whether any attachment is in it."""
+        msg = prep.message
+        messages = [*history_before(prep.rows, prep.user_message.position, router.user_message),
+                    router.user_message(prep.user_message), *msg.transcript]
+        history = cap_history(router.reloaded(messages), self.settings.history_bytes)
+        return history, router.any
+
+    def _opener(self, prep: _Prepared, caps: ModelCapabilities) -> Opener:
+        """``view_attachment``'s way to a file: ownership checked again, then the original."""
+        store, owner = self.stores.attachments, prep.conversation.user_id
+
+        def original(a: Attachment) -> ToolResult:
+            why = store.unreadable(a, owner)
+            if why is not None:
+                raise ToolError(f"the attachment {a.id} ({a.name}) cannot be read: {why}")
+            encoded = encode(name=a.name, sniffed=a.sniffed, extraction=a.extraction,
+                             load=lambda: store.load(a, owner), mode="original", caps=caps, ref=a.id)
+            if encoded.blocks:
+                return ToolResult(f"The original of {a.name} ({a.kind}, {a.size} bytes), ref {a.id}, is attached.",
+                                  blocks=encoded.blocks)
+            note = f" ({encoded.note})" if encoded.note else ""
+            return ToolResult(f"{a.name} ({a.kind}), ref {a.id}{note}:\n{encoded.text or ''}", untrusted=True)
+
+        async def open_original(a: Attachment) -> ToolResult:
+            return await to_thread.run_sync(original, a)
+
+        return open_original
 
     def _proposer(self, prep: _Prepared, live: LiveTurn) -> Proposer:
         focused, edits, message_id = prep.focused, self.stores.edits, prep.message.id
