@@ -91,7 +91,7 @@ def test_a_plugin_tool_requiring_the_providers_is_registered_and_gets_them(tmp_p
     try:
         assert "needs_providers" in _names(app)
         # Semantic search is off (and no folder is shared: read_file and list_dir are left out too).
-        assert [t.tool for t in app.left_out if t.off != ("folders",)] == ["semantic_search_notes"]
+        assert [t.tool for t in app.left_out if t.off not in (("folders",), ("web_search",))] == ["semantic_search_notes"]
         result = anyio.run(app.registry.call, app.tool_context(), "needs_providers", {})
         assert result.payload == {"ok": True}
         assert plugin.seen == [[app.services.providers]]
@@ -136,7 +136,7 @@ def test_the_services_are_built_in_dependency_order_before_the_tools(tmp_path: P
         assert plugin.order == ["embedder", "tools"]
         assert "needs_semantic_providers" in _names(app)
         assert "semantic_search_notes" in _names(app)
-        assert [t for t in app.left_out if t.off != ("folders",)] == []  # no folder is shared here
+        assert [t for t in app.left_out if t.off not in (("folders",), ("web_search",))] == []  # no folder shared, no search engine set
         assert isinstance(app.services.semantic, SemanticIndex)
         assert app.services.on() == ["providers", "semantic", "recipes", "data"]
         anyio.run(app.registry.call, app.tool_context(), "needs_semantic_providers", {})
