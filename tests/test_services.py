@@ -138,7 +138,7 @@ def test_the_services_are_built_in_dependency_order_before_the_tools(tmp_path: P
         assert "semantic_search_notes" in _names(app)
         assert [t for t in app.left_out if t.off not in (("folders",), ("web_search",))] == []  # no folder shared, no search engine set
         assert isinstance(app.services.semantic, SemanticIndex)
-        assert app.services.on() == ["providers", "semantic", "recipes", "data"]
+        assert app.services.on() == ["providers", "semantic", "recipes", "data", "web"]
         anyio.run(app.registry.call, app.tool_context(), "needs_semantic_providers", {})
         assert plugin.seen == [[app.services.semantic, app.services.providers]]
     finally:
