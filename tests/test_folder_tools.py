@@ -504,3 +504,11 @@ def test_a_file_the_server_may_not_open_is_refused_saying_so(tree: Path, monkeyp
     monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(InvalidInput, match=r"'README\.md' cannot be opened: Permission denied"):
         folders.read_file("README.md")
+
+
+def test_a_name_that_is_not_utf8_is_listed_quoted(tree: Path) -> None:
+    empty = tree / "odd"
+    empty.mkdir()
+    fd = os.open(os.fsencode(empty) + b"/caf\xe9.txt", os.O_WRONLY | os.O_CREAT)  # latin-1: not a UTF-8 name
+    os.close(fd)
+    assert one(tree).list_dir("odd") == 'f "caf\\udce9.txt"'

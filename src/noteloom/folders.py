@@ -63,6 +63,8 @@ _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _DRIVE = re.compile(r"^[A-Za-z]:")
+#: Control characters, and the stand-ins of bytes that are not UTF-8 (``os.fsdecode``).
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f\udc80-\udcff]")
 
 #: Magic signatures of the binary kinds worth naming: (offset, bytes, kind).
 _SIGNATURES: tuple[tuple[int, bytes, str], ...] = (
@@ -412,14 +414,17 @@ def _entries(fd: int, real: str, root: str) -> tuple[list[str], list[str], list[
                     if mode is None:
                         links.append(name)
                         continue
-                else:
-                    mode = entry.stat(follow_symlinks=False).st_mode
+                    if stat.S_ISDIR(mode):
+                        dirs.append(name)
+                    elif stat.S_ISREG(mode):
+                        files.append(name)
+                # The entry's type as the folder gives it (d_type): no stat per name.
+                elif entry.is_dir(follow_symlinks=False):
+                    dirs.append(name)
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(name)
             except OSError:
                 continue  # gone since the folder was read
-            if stat.S_ISDIR(mode):
-                dirs.append(name)
-            elif stat.S_ISREG(mode):
-                files.append(name)
     return dirs, files, links
 
 
@@ -427,6 +432,6 @@ def _entry_name(name: str) -> str:
     """A name as a listing line shows it: as it is, or (holding a line break or another
     control character, or bytes that are not UTF-8) as a quoted JSON string, so no name can
     pass for a line of its own."""
-    if any(ord(c) < 0x20 or ord(c) == 0x7F or 0xDC80 <= ord(c) <= 0xDCFF for c in name):
+    if _UNSHOWABLE.search(name):
         return json.dumps(name)
     return name
