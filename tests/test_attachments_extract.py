@@ -7,6 +7,8 @@ import codecs
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from attachment_support import (
     html_with_scripts,
@@ -25,6 +27,7 @@ from noteloom.attachments import (
     sniff,
 )
 from noteloom.attachments.child import HANG_ENV
+from noteloom.attachments.extract import child_env
 
 LIMITS = AttachmentLimits()
 PDF = Sniffed("pdf", "application/pdf")
@@ -133,3 +136,26 @@ def test_extractions_run_side_by_side() -> None:
     with ThreadPoolExecutor(4) as pool:
         found = list(pool.map(lambda d: extract(d, PDF, LIMITS), files))
     assert [f.text for f in found] == [f"file number {i}" for i in range(4)]
+
+
+def test_the_child_gets_none_of_the_parents_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("NOTELOOM_DATABASE_URL", "postgresql://user:pw@db/noteloom")
+    monkeypatch.setenv(HANG_ENV, "1")
+    env = child_env()
+    assert "OPENAI_API_KEY" not in env and "NOTELOOM_DATABASE_URL" not in env
+    assert env[HANG_ENV] == "1" and "PATH" in env
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.binary(max_size=400).map(lambda b: b"%PDF-1.4\n" + b),
+        st.binary(max_size=400).map(lambda b: text_pdf(1, "seed")[: len(b) + 50] + b),
+    ),
+    st.sampled_from([PDF, HTML]),
+)
+def test_hostile_bytes_never_raise(data: bytes, sniffed: Sniffed) -> None:
+    found = extract(data, sniffed, LIMITS)
+    assert found.status in ("ok", "no_text", "failed")
+    assert (found.text is not None) == (found.status == "ok")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .child import HANG_ENV
 from .limits import AttachmentLimits
 from .sniff import Sniffed, decode_text
 
@@ -39,6 +40,9 @@ _CHILD = Path(__file__).with_name("child.py")
 _BYTES_PER_CHAR = 6
 _ANSWER_OVERHEAD = 64 * 1024
 _CHUNK = 64 * 1024
+#: The environment a child gets: enough to run, none of the parent's keys and tokens (a
+#: parser exploited by a file would find nothing there worth taking).
+_CHILD_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SYSTEMROOT", HANG_ENV)
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,11 @@ def extract_with_usage(
     return _run_child(sniffed.kind, data, limits)
 
 
+def child_env() -> dict[str, str]:
+    """The environment of an extraction child: the parent's, less everything it does not need."""
+    return {name: value for name, value in os.environ.items() if name in _CHILD_ENV}
+
+
 def cap_text(text: str, chars: int) -> str:
     """``text`` cut to ``chars`` characters, with a marker saying so when it was longer."""
     if len(text) <= chars:
@@ -101,6 +110,7 @@ def _run_child(kind: str, data: bytes, limits: AttachmentLimits) -> tuple[Extrac
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env=child_env(),
             start_new_session=True,  # its own process group: a kill reaches whatever it started
         )
     except OSError as exc:
