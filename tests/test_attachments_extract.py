@@ -4,7 +4,9 @@ ends without harm to the caller: the next extraction works."""
 from __future__ import annotations
 
 import codecs
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -159,3 +161,8 @@ def test_hostile_bytes_never_raise(data: bytes, sniffed: Sniffed) -> None:
     found = extract(data, sniffed, LIMITS)
     assert found.status in ("ok", "no_text", "failed")
     assert (found.text is not None) == (found.status == "ok")
+
+
+def test_a_path_object_on_sys_path_does_not_stop_extraction(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "path", [*sys.path, tmp_path])
+    assert extract(text_pdf(1, "fine"), PDF, LIMITS) == Extraction("ok", "fine")

@@ -30,11 +30,17 @@ HANG_ENV = "NOTELOOM_TEST_EXTRACT_HANG"
 
 def limit_self(memory_mb: int, cpu_seconds: int) -> None:
     """Cap this process: its address space, its CPU time (SIGXCPU, then SIGKILL one second
-    later), and no core file when a parser aborts."""
-    memory = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    later), and no core file when a parser aborts. A hard limit set lower already (by the
+    service manager) stays: a limit is only ever lowered here."""
+    for which, soft, hard in (
+        (resource.RLIMIT_AS, memory_mb * 1024 * 1024, memory_mb * 1024 * 1024),
+        (resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1),
+        (resource.RLIMIT_CORE, 0, 0),
+    ):
+        _, current = resource.getrlimit(which)
+        if current != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current), min(hard, current)
+        resource.setrlimit(which, (soft, hard))
 
 
 def pdf_text(data: bytes, text_chars: int) -> str:

@@ -102,7 +102,8 @@ def cap_text(text: str, chars: int) -> str:
 
 def _run_child(kind: str, data: bytes, limits: AttachmentLimits) -> tuple[Extraction, ChildUsage | None]:
     seconds = limits.extract_seconds
-    header = json.dumps({"kind": kind, "text_chars": limits.text_chars, "path": sys.path}).encode() + b"\n"
+    path = [p for p in sys.path if isinstance(p, str)]
+    header = json.dumps({"kind": kind, "text_chars": limits.text_chars, "path": path}).encode() + b"\n"
     cpu = max(1, math.ceil(seconds))
     try:
         child = subprocess.Popen(
