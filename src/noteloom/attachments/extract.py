@@ -5,10 +5,12 @@ Images need no text (``not_needed``); the text family is decoded here, as it is
 no script, no style) are parsed by :mod:`noteloom.attachments.child`, a fresh interpreter
 (a plain ``python`` process, not multiprocessing: nothing of the parent's main script
 runs again there) that limits its own address space and CPU time before it loads a
-parser. The parent writes the file to its stdin, reads at most a capped answer from its
-stdout, and kills its process group when the wall-clock limit passes. A bomb or a hang
-thus ends the child only: the result is ``failed`` with the reason (timed out, ran out of
-memory, crashed), and the next extraction starts a new child.
+parser, and that gets none of the parent's environment but what it needs to run. The
+parent writes the file to its stdin, reads at most a capped answer from its stdout, and
+kills its process group when the wall-clock limit passes; the CPU limit is the backstop
+for a child whose parent died while it spun. A bomb or a hang thus ends the child only:
+the result is ``failed`` with the reason (timed out, ran out of memory, crashed), and the
+next extraction starts a new child.
 
 Every text is capped at ``limits.text_chars`` characters, ending with a
 ``[truncated …]`` marker when cut.
