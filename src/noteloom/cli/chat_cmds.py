@@ -134,11 +134,15 @@ def chat(
     max_tokens: int | None = MAX_TOKENS_OPTION,
     timeout: float | None = TIMEOUT_OPTION,
     policy: list[str] | None = POLICY_OPTION,
+    attach: list[Path] | None = typer.Option(
+        None, "--attach", metavar="FILE",
+        help="Send this file with the first message (repeat for more): images, PDF, text, Markdown, CSV, JSON, HTML."),
 ) -> None:
     """A conversation in the terminal: one message per line, until end of input (Ctrl-D).
 
     It is stored like a web chat (it shows in the web chat's list); /clear, /model ID,
-    /system TEXT and /cost act on it instead of reaching the model.
+    /system TEXT and /cost act on it instead of reaching the model. Files given with
+    --attach go with the first message (checked as the web chat checks them).
     With --pending, --approve or --decline: decide on a web conversation's held tool call instead.
     """
     if pending or approve or decline:
@@ -163,10 +167,13 @@ def chat(
             controls[key] = value
     if policy:  # the conversation's own policies, replacing any it had (as the web chat's controls do)
         controls["tool_policies"] = _policies(policy)
+    for path in attach or ():
+        if not path.is_file():
+            raise typer.BadParameter(f"{str(path)!r} is not a file", param_hint="--attach")
     with opened(home) as app:
         run_conversation(app, controls=controls, conversation_ref=conversation, latest=latest,
                          decide=lambda description: decide_call(description, yes), interactive=stdin_is_tty(),
-                         read_line=read_stdin_line)
+                         read_line=read_stdin_line, attach=list(attach or ()))
 
 
 def models(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None:

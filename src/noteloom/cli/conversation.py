@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -23,7 +24,9 @@ import typer
 from anyio import to_thread
 
 from noteloom.app import CHAT, App
+from noteloom.attachments import AttachmentLimits
 from noteloom.chat import ChatService
+from noteloom.chat.attachments import Upload
 from noteloom.chat.records import Conversation
 from noteloom.errors import ConfigError, InvalidInput, NoteloomError, NotFound
 from noteloom.workspace import User
@@ -158,10 +161,12 @@ class Totals:
 
 async def converse(
     app: App, *, controls: dict[str, Any], conversation_ref: str | None, latest: bool, decide: Decide,
-    interactive: bool, read_line: Callable[[], str],
+    interactive: bool, read_line: Callable[[], str], attach: Sequence[Path] = (),
 ) -> None:
-    """Lines from ``read_line`` as messages of one stored conversation, until end of input."""
+    """Lines from ``read_line`` as messages of one stored conversation, until end of input;
+    the files ``attach`` names go with the first message."""
     chat = ChatService(app)
+    files = await to_thread.run_sync(read_files, attach, chat.settings.attachments)
     owner = app.workspace.ensure_owner()
     printer = Printer()
     totals = Totals()
@@ -186,13 +191,18 @@ async def converse(
             text = line.strip()
             if not text:
                 continue
+            with_files = files if files and not text.startswith("/") else []
             try:
                 # The session's options go with the message that creates the conversation.
                 sent = await chat.send(owner, text, conversation_id=conversation_id,
-                                       controls=controls if conversation_id is None else None)
+                                       controls=controls if conversation_id is None else None,
+                                       attachments=with_files)
             except NoteloomError as exc:
                 printer.note(f"error: {exc}")
                 continue
+            finally:
+                if with_files:
+                    files = []  # sent, or refused with the reason: either way not sent again
             conversation_id = sent.conversation_id
             if sent.user_message_id is None:  # a slash command: its reply is a note row
                 printer.note((await chat.message(owner, sent.message_id))["content"])
@@ -225,6 +235,17 @@ def _default_model(chat: ChatService) -> str:
         return chat.runner.resolve_model(chat.settings.model)[2]
     except ConfigError:
         return "no model configured"
+
+
+def read_files(paths: Sequence[Path], limits: AttachmentLimits) -> list[Upload]:
+    """The files to attach, each read up to one byte past the largest cap (the send's check
+    then names the cap its kind has)."""
+    largest = max(limits.image_bytes, limits.pdf_bytes, limits.text_bytes)
+    out = []
+    for path in paths:
+        with path.open("rb") as f:
+            out.append(Upload(path.name, f.read(largest + 1)))
+    return out
 
 
 def read_stdin_line() -> str:
