@@ -176,3 +176,16 @@ async def test_a_missing_file_is_reported(app: App, files: Files) -> None:
     app.workspace.attachment_path(att.id, att.filename).unlink()
     with pytest.raises(ToolError, match="missing"):
         await call(app, files.note, files.pdf)
+
+
+async def test_on_sqlite_and_postgresql_a_notes_pdf_and_png_are_read(any_app: App) -> None:
+    ws = any_app.workspace
+    note = ws.create_note("Trip", "")
+    other = ws.create_note("Other", "")
+    pdf = ws.add_attachment(note.id, text_pdf(1, "Gate B12"), "boarding.pdf")
+    png = ws.add_attachment(note.id, png_bytes(), "seat.png")
+    foreign = ws.add_attachment(other.id, text_pdf(1, "not yours"), "other.pdf")
+    assert (await call(any_app, note.id, pdf.id, TEXT_ONLY)).payload["text"] == "Gate B12"
+    assert isinstance((await call(any_app, note.id, png.id, None)).blocks[0], ImagePart)
+    with pytest.raises(ToolError, match="has no attachment"):
+        await call(any_app, note.id, foreign.id)
