@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 
 import httpx2
 
-from noteloom.errors import ConfigError
+from noteloom.errors import ConfigError, OutboundRefused
 from noteloom.outbound import (
     OutboundClient,
     OutboundPolicy,
@@ -139,7 +139,7 @@ def _url_setting(table: Mapping[str, Any], key: str) -> str:
         raise ConfigError(f"[web_search] {key} must be a URL (a string)")
     try:
         check_url(value, field=key)
-    except Exception as exc:
+    except OutboundRefused as exc:
         raise ConfigError(f"[web_search] {key} = {value!r} is not an http(s) URL") from exc
     return value
 
