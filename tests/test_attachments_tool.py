@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from attachment_support import html_with_scripts, png_bytes, scanned_pdf, svg_bytes, text_pdf
+from chat_support import running_chat, scripted, settle
 from noteloom.app import App
 from noteloom.messages import DocumentPart, ImagePart
 from noteloom.providers.base import TEXT_ONLY, ModelCapabilities
@@ -189,3 +190,21 @@ async def test_on_sqlite_and_postgresql_a_notes_pdf_and_png_are_read(any_app: Ap
     assert isinstance((await call(any_app, note.id, png.id, None)).blocks[0], ImagePart)
     with pytest.raises(ToolError, match="has no attachment"):
         await call(any_app, note.id, foreign.id)
+
+
+async def test_a_chat_model_reads_a_notes_pdf_fenced(app: App, files: Files) -> None:
+    owner = app.workspace.ensure_owner()
+    provider = scripted(app, [
+        {"tool_calls": [{"name": "read_attachment", "arguments": {"note_id": files.note, "attachment_id": files.pdf}}]},
+        {"text": "Your flight leaves at 09:40."},
+    ])
+    async with running_chat(app) as chat:
+        sent = await chat.send(owner, "When does my flight leave?", controls={"model": "play:script"})
+        message = await settle(chat, owner, sent.message_id)
+    assert message["status"] == "complete", message
+    assert "read_attachment" in {t.name for t in provider.requests[0].tools}
+    result = next(r for m in provider.requests[1].messages for r in m.tool_results)
+    assert not result.is_error
+    assert result.content.startswith("<<UNTRUSTED_")
+    fenced = result.content.split(">>\n", 1)[1]
+    assert "Flight LX 123 leaves at 09:40." in fenced
