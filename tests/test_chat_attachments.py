@@ -211,7 +211,9 @@ async def test_an_empty_message_needs_a_file(app: App) -> None:
         assert with_file.status_code == 202, with_file.text
         await settled(c, with_file.json()["message_id"])
         conv = (await c.get(f"/api/v1/chat/conversations/{with_file.json()['conversation_id']}")).json()
+        exported = await c.get(f"/api/v1/chat/conversations/{conv['id']}/export?format=txt")
     assert conv["title"] == "list.md"
+    assert "[Attached: list.md (text, 18 bytes)]" in exported.text
     assert conv["messages"][0]["content"] == "" and conv["messages"][0]["attachments"][0]["mime"] == "text/markdown"
 
 
@@ -462,3 +464,25 @@ async def test_the_store_on_both_databases(any_app: App) -> None:
     with any_app.workspace.write() as conn:
         assert st.attachments.purge_conversations([conv.id], conn=conn) == []
     assert st.attachments.of_conversation(conv.id) == []
+
+
+async def test_a_file_that_changes_hands_before_its_first_turn_is_not_read(app: App) -> None:
+    provider = model(app, [{"text": "ok"}])
+    guest, _ = second_user(app)
+    async with running_chat(app) as chat, client(app) as c:
+        start = chat.runner.start
+
+        def reassign_then_start(message_id: str, first_seq: int = 1) -> Any:
+            with db.write_tx(app.engine) as conn:  # committed with the message; taken before its turn runs
+                conn.execute(t.attachments.update().values(user_id=guest))
+            return start(message_id, first_seq)
+
+        chat.runner.start = reassign_then_start  # type: ignore[method-assign]
+        r = await send(c, {"message": "read it", "controls": {"model": "play:script"}},
+                       [("memo.txt", b"the code is 7731")])
+        assert r.status_code == 202, r.text
+        answer = await settled(c, r.json()["message_id"])
+    assert answer["status"] == "complete"
+    said = texts(last_user(provider.requests[-1]))
+    assert "7731" not in said
+    assert "memo.txt (text): not read, because it does not belong to this conversation's owner" in said

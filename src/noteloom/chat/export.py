@@ -1,6 +1,7 @@
 """A conversation as a document: Markdown (the stored text intact) or plain text.
 
-Both are role-labelled turns in order; tool calls are summarised in one line each.
+Both are role-labelled turns in order; tool calls are summarised in one line each, and
+a message's attached files are named (their contents are not copied in).
 Plain text strips Markdown for pasting where it is not rendered: emphasis and inline
 code marks go, headings and fences lose their markers, and ``[text](url)`` becomes
 ``text (url)``.
@@ -8,14 +9,20 @@ code marks go, headings and fences lose their markers, and ``[text](url)`` becom
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from noteloom.chat.records import ChatMessage, Conversation
 from noteloom.chat.views import tool_calls_of, usd
+
+if TYPE_CHECKING:
+    from noteloom.chat.attachments import Attachment
+
+Files = Mapping[str, Sequence["Attachment"]]
 
 ExportFormat = Literal["md", "txt"]
 _MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
@@ -46,10 +53,20 @@ def _status_line(m: ChatMessage) -> str | None:
     return None
 
 
-def export_markdown(conversation: Conversation, messages: list[ChatMessage]) -> str:
+def _files_line(files: Sequence[Attachment]) -> str | None:
+    if not files:
+        return None
+    return "Attached: " + ", ".join(
+        f"{a.name} ({a.kind}, {a.size} bytes{', removed' if a.removed else ''})" for a in files)
+
+
+def export_markdown(conversation: Conversation, messages: list[ChatMessage], files: Files | None = None) -> str:
     out = [f"# {conversation.title}", "", f"Exported {_when(conversation.updated_time)}", ""]
     for m in messages:
         out += [f"## {_LABEL[m.role]} · {_when(m.created_time)}", ""]
+        attached = _files_line((files or {}).get(m.id, ()))
+        if attached:
+            out += [f"*{attached}*", ""]
         for call in tool_calls_of(m):
             out.append(f"> {_tool_line(call)}")
         if tool_calls_of(m):
@@ -65,10 +82,13 @@ def export_markdown(conversation: Conversation, messages: list[ChatMessage]) -> 
     return "\n".join(out).rstrip() + "\n"
 
 
-def export_text(conversation: Conversation, messages: list[ChatMessage]) -> str:
+def export_text(conversation: Conversation, messages: list[ChatMessage], files: Files | None = None) -> str:
     out = [conversation.title, "=" * min(len(conversation.title), 72), ""]
     for m in messages:
         out.append(f"{_LABEL[m.role]} ({_when(m.created_time)}):")
+        attached = _files_line((files or {}).get(m.id, ()))
+        if attached:
+            out.append(f"[{attached}]")
         for call in tool_calls_of(m):
             out.append(f"  [{_tool_line(call)}]")
         if m.content:
@@ -80,8 +100,11 @@ def export_text(conversation: Conversation, messages: list[ChatMessage]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def export(conversation: Conversation, messages: list[ChatMessage], fmt: ExportFormat) -> str:
-    return export_markdown(conversation, messages) if fmt == "md" else export_text(conversation, messages)
+def export(conversation: Conversation, messages: list[ChatMessage], fmt: ExportFormat,
+           files: Files | None = None) -> str:
+    if fmt == "md":
+        return export_markdown(conversation, messages, files)
+    return export_text(conversation, messages, files)
 
 
 def markdown_to_text(markdown: str) -> str:

@@ -163,8 +163,9 @@ class ChatService:
             with self.host.workspace.read() as c:
                 conv = self.stores.conversations.get(user.id, conversation_id, conn=c)
                 msgs = self.stores.transcript.of_conversation(user.id, conversation_id, conn=c)
+                files = self.stores.attachments.of_messages([m.id for m in msgs if m.role == "user"], conn=c)
             stem = re.sub(r"[^\w]+", "-", conv.title).strip("-_")[:60].strip("-_") or "chat"
-            return f"{stem}.{fmt}", export(conv, msgs, fmt)
+            return f"{stem}.{fmt}", export(conv, msgs, fmt, files)
 
         return await _thread(load)
 
