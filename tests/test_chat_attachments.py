@@ -324,12 +324,23 @@ async def test_view_attachment_is_offered_only_in_on_demand_mode_on_a_file_model
         r = await c.post("/api/v1/chat/send", json={"message": "b", "conversation_id": cid})
         await settled(c, r.json()["message_id"])
         assert "view_attachment" in [s.name for s in provider.requests[-1].tools]
+        # After /clear the file is out of the model's context: no tool, no contract for it.
+        assert (await c.post("/api/v1/chat/send", json={"message": "/clear", "conversation_id": cid})).status_code == 202
+        r = await c.post("/api/v1/chat/send", json={"message": "fresh start", "conversation_id": cid})
+        await settled(c, r.json()["message_id"])
+        assert "view_attachment" not in [s.name for s in provider.requests[-1].tools]
+        assert "UNTRUSTED" not in provider.requests[-1].system_text
+        await c.patch(f"/api/v1/chat/conversations/{cid}", json={"controls": {"attachment_mode": None}})
+        r = await send(c, {"message": "again", "conversation_id": cid}, [("a2.txt", b"alpha two")])
+        await settled(c, r.json()["message_id"])
+        await c.patch(f"/api/v1/chat/conversations/{cid}", json={"controls": {"attachment_mode": "on_demand"}})
         # The same conversation on a text-only model: no tool, the file's text is there still.
         r = await c.post("/api/v1/chat/send", json={"message": "c", "conversation_id": cid,
                                                     "controls": {"model": "plain:script"}})
         await settled(c, r.json()["message_id"])
         assert "view_attachment" not in [s.name for s in plain.requests[-1].tools]
-        assert "alpha" in texts(next(m for m in plain.requests[-1].messages if m.role == "user"))
+        shown = "\n".join(texts(m) for m in plain.requests[-1].messages if m.role == "user")
+        assert "alpha two" in shown and "<<UNTRUSTED_" in shown
         bare = await c.post("/api/v1/chat/send", json={"message": "no files", "controls": {
             "model": "play:script", "attachment_mode": "on_demand"}})
         await settled(c, bare.json()["message_id"])

@@ -62,11 +62,13 @@ class Router:
         self.store, self.owner, self.files = store, owner, files
         self.mode, self.caps, self.nonce = mode, caps, nonce
         self._why: dict[str, str | None] = {}
+        #: The files this turn's messages carry (after the last /clear), readable ones only.
+        self.routed: list[Attachment] = []
 
     @property
     def any(self) -> bool:
-        """Whether the conversation has a file the model may see (the untrusted contract then applies)."""
-        return any(self.why_not(a) is None for files in self.files.values() for a in files)
+        """Whether the messages carry a file the model may see (the untrusted contract then applies)."""
+        return bool(self.routed)
 
     def why_not(self, a: Attachment) -> str | None:
         """Why this turn may not read ``a`` (checked once per turn), or ``None``."""
@@ -90,6 +92,7 @@ class Router:
         why = self.why_not(a)
         if why is not None:
             return [TextPart(f"{self.label(a)}: not read, because {why}.")]
+        self.routed.append(a)
         encoded: Encoded = encode(
             name=a.name, sniffed=a.sniffed, extraction=a.extraction, load=lambda: self.store.load(a, self.owner),
             mode=self.mode, caps=self.caps, ref=a.id,

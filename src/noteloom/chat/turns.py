@@ -438,8 +438,7 @@ class TurnRunner:
         history, attached = await to_thread.run_sync(self._history, prep, router)
         session = [t for t in tools if is_session_tool(t.name)]
         if mode == "on_demand" and (caps.document or caps.vision) and attached:
-            shown = [a for files in prep.files.values() for a in files if router.why_not(a) is None]
-            session.append(view_attachment_tool(shown, self._opener(prep, caps)))
+            session.append(view_attachment_tool(router.routed, self._opener(prep, caps)))
         names = [t.name for t in tools] + [t.name for t in session if t not in tools]
         system = system_prompt(
             voice_text=voice(controls.instructions, prep.global_voice),
