@@ -497,3 +497,24 @@ async def test_a_file_that_changes_hands_before_its_first_turn_is_not_read(app: 
     said = texts(last_user(provider.requests[-1]))
     assert "7731" not in said
     assert "memo.txt (text): not read, because it does not belong to this conversation's owner" in said
+
+
+async def test_a_send_refused_after_its_bytes_were_written_leaves_no_blob(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    model(app, [{"hang": True}], loop=False)
+    written: list[str] = []
+    put = BlobStore.put
+
+    def spy(self: BlobStore, data: bytes) -> str:
+        written.append(put(self, data))
+        return written[-1]
+
+    monkeypatch.setattr(BlobStore, "put", spy)
+    async with running_chat(app), client(app) as c:
+        first = await c.post("/api/v1/chat/send", json={"message": "think long", "controls": {"model": "play:script"}})
+        cid = first.json()["conversation_id"]
+        busy = await send(c, {"message": "meanwhile", "conversation_id": cid}, [("late.txt", b"too late")])
+        assert busy.status_code == 409  # the turn still runs: refused in the transaction, after the write
+        assert len(written) == 1 and blobs(app) == [] and rows(app) == 0
+        await c.post(f"/api/v1/chat/messages/{first.json()['message_id']}/cancel")
+        await settled(c, first.json()["message_id"])
