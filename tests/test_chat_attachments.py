@@ -518,3 +518,26 @@ async def test_a_send_refused_after_its_bytes_were_written_leaves_no_blob(
         assert len(written) == 1 and blobs(app) == [] and rows(app) == 0
         await c.post(f"/api/v1/chat/messages/{first.json()['message_id']}/cancel")
         await settled(c, first.json()["message_id"])
+
+
+async def test_malformed_multipart_sends_are_refused_saying_what_to_send(app: App) -> None:
+    model(app, [{"text": "ok"}])
+    async with running_chat(app), client(app) as c:
+        many = await c.post("/api/v1/chat/send", data={"payload": "{}"},
+                            files=[("attachments", (f"f{i}.txt", b"x", "text/plain")) for i in range(7)])
+        assert many.status_code == 422 and many.json()["field"] == "attachments"
+        bad = await c.post("/api/v1/chat/send", data={"payload": "{not json"}, files=[("attachments", ("a.txt", b"x"))])
+        assert bad.status_code == 422 and bad.json()["field"] == "payload"
+        extra = await c.post("/api/v1/chat/send", data={"payload": "{}", "other": "1"},
+                             files=[("attachments", ("a.txt", b"x"))])
+        assert extra.status_code == 422 and extra.json()["field"] == "other"
+        unknown = await c.post("/api/v1/chat/send", data={"payload": json.dumps({"mesage": "typo"})},
+                               files=[("attachments", ("a.txt", b"x"))])
+        assert unknown.status_code == 422 and "mesage" in unknown.json()["message"]
+        huge = await c.post("/api/v1/chat/send", data={"payload": json.dumps({"message": "x" * 1_100_000})},
+                            files=[("attachments", ("a.txt", b"x"))])
+        assert huge.status_code == 422 and huge.json()["field"] == "body"
+        as_text = await c.post("/api/v1/chat/send", data={"payload": "{}", "attachments": "not a file"},
+                               files=[("attachments", ("a.txt", b"x"))])
+        assert as_text.status_code == 422 and as_text.json()["field"] == "attachments"
+    assert rows(app, t.messages) == 0 and blobs(app) == []

@@ -458,9 +458,12 @@ async def _read_multipart(request: Request, limits: AttachmentLimits) -> tuple[S
     names the cap of its kind)."""
     try:
         form = await request.form(max_files=limits.per_message + 1, max_fields=8)
-    except HTTPException as exc:
-        raise ApiError(422, "invalid_input", f"attachments: {exc.detail} A message takes at most "
-                       f"{limits.per_message} files.", "attachments") from None
+    except HTTPException as exc:  # the parser's refusal: too many files or fields, a field too large, bad framing
+        if "files" in str(exc.detail).lower():
+            raise ApiError(422, "invalid_input", f"attachments: {exc.detail} A message takes at most "
+                           f"{limits.per_message} files.", "attachments") from None
+        raise ApiError(422, "invalid_input", f"body: {exc.detail} Send the field payload (the JSON object, "
+                       "under 1 MB) and files named attachments.", "body") from None
     try:
         unknown = sorted({k for k in form if k not in ("payload", "attachments")})
         if unknown:
