@@ -413,10 +413,10 @@ async def test_the_tools_over_mcp(shared: App) -> None:
         assert tools["read_file"]["annotations"]["readOnlyHint"] is True
         assert tools["read_file"]["inputSchema"]["required"] == ["path"]
         read = await rpc.tool("read_file", {"path": "src/main.py"})
-        assert read["isError"] is False and json.loads(read["content"][0]["text"]) == "print('hi')\n"
+        assert read["isError"] is False and read["content"][0]["text"] == "print('hi')\n"
         assert read["_meta"] == {"noteloom/untrusted": True}
         listing = await rpc.tool("list_dir", {})
-        assert json.loads(listing["content"][0]["text"]).splitlines()[:2] == ["d src", "f .gitignore"]
+        assert listing["content"][0]["text"].splitlines()[:2] == ["d src", "f .gitignore"]
         refused = await rpc.tool("read_file", {"path": "../outside/secret.txt"})
         assert refused["isError"] is True and "'..'" in refused["content"][0]["text"]
         assert "SECRET" not in json.dumps(refused)

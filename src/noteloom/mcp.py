@@ -388,7 +388,10 @@ class McpServer:
             raise RpcError(INTERNAL_ERROR, "Internal error: the request failed on the server; its log has the details") from None
         payload = result.payload
         out: dict[str, Any] = {
-            "content": [{"type": "text", "text": dumps(payload)}, *(file_content(b) for b in result.blocks)],
+            # Text a tool returns (a file's lines, a page's Markdown) goes as it is; anything
+            # else as its JSON.
+            "content": [{"type": "text", "text": payload if isinstance(payload, str) else dumps(payload)},
+                        *(file_content(b) for b in result.blocks)],
             "isError": False,
         }
         # Any object result is also structured content (MCP 2025-06-18), beside the same JSON
