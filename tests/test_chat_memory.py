@@ -115,7 +115,10 @@ async def test_capabilities_are_read_and_set_through_the_api(app: App) -> None:
         models = (await c.get("/api/v1/chat/models")).json()
         assert models["capabilities"] == {"memory_access": True, "history_access": False, "web_access": False,
                                           "data_access": False}
-        assert models["unavailable"] == {"web_access": "not configured yet"}
+        assert models["unavailable"] == {"web_access": "turn on fetch_url or web_search under tools first"}
+        app.registry.set_enabled(app.workspace, "fetch_url", True)
+        assert (await c.get("/api/v1/chat/models")).json()["unavailable"] == {}
+        app.registry.set_enabled(app.workspace, "fetch_url", False)
         sent = (await c.post("/api/v1/chat/send", json={"message": "hi", "controls": {"model": "play:script"}})).json()
         await wait_for(c, sent["message_id"], "complete")
         url = f"/api/v1/chat/conversations/{sent['conversation_id']}"

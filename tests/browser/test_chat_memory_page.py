@@ -31,7 +31,7 @@ def test_an_answer_shows_what_was_remembered_and_memory_is_switched_off_in_setti
     expect(page.locator("#set-memory")).to_be_checked()
     expect(page.locator("#set-history")).not_to_be_checked()
     expect(page.locator("#set-web")).to_be_disabled()
-    expect(page.locator("#set-web-note")).to_have_text("(not configured yet)")
+    expect(page.locator("#set-web-note")).to_have_text("(turn on fetch_url or web_search under tools first)")
     page.uncheck("#set-memory")
     page.click("#settings-form button[type=submit]")
     expect(page.locator("#settings")).to_be_hidden()

@@ -34,6 +34,7 @@ from noteloom.chat.conversations import title_from
 from noteloom.chat.eventlog import events_after, last_seq
 from noteloom.chat.export import ExportFormat, export
 from noteloom.chat.records import (
+    CAPABILITY_TOOLS,
     ChatMessage,
     Controls,
     Conversation,
@@ -217,8 +218,16 @@ class ChatService:
             "capabilities": {"memory_access": memory_default(self.host.workspace.get_setting(MEMORY_DEFAULT_KEY)),
                              "history_access": False, "web_access": False, "data_access": False},
             # Capabilities that cannot be turned on yet, and why (the settings show them disabled).
-            "unavailable": {"web_access": "not configured yet"},
+            "unavailable": self.unavailable(),
         }
+
+    def unavailable(self) -> dict[str, str]:
+        """Capabilities with none of their tools enabled in the workspace, and what to do:
+        the web tools are off until the user turns one on (they reach outside the machine)."""
+        enabled = {t.name for t in self.host.registry.enabled(self.host.workspace)}
+        if enabled & set(CAPABILITY_TOOLS["web_access"]):
+            return {}
+        return {"web_access": "turn on fetch_url or web_search under tools first"}
 
     # -- sending ----------------------------------------------------------------------
 

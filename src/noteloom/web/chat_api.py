@@ -95,7 +95,8 @@ class ControlsIn(StrictModel):
         None, description="The memory tools and the memories in the prompt; null = the workspace's default "
                           "(GET /api/v1/chat/models says it).")
     history_access: bool | None = Field(None, description="search_conversations over your past chats; null = off.")
-    web_access: bool | None = Field(None, description="The web tools (not configured yet); null = off.")
+    web_access: bool | None = Field(
+        None, description="The web tools (fetch_url, web_search, clip_url; each also enabled under tools); null = off.")
     data_access: bool | None = Field(None, description="describe_data and query_data; null = off.")
     data_sources: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         None, max_length=200,
@@ -544,7 +545,6 @@ def install(api: FastAPI, app: App) -> None:
         returns the note it wrote, with status `complete`. 409 while a turn of the
         conversation is running or waits for a confirmation.
         """
-        chat = service_of(app)
         user = user_of(request)
         files: list[Upload] = []
         if _is_multipart(request):
@@ -558,6 +558,7 @@ def install(api: FastAPI, app: App) -> None:
                                "object, or multipart/form-data with a payload field", "body") from None
             body = SendIn.model_validate(raw)
         ctx = body.note_context
+        chat = service_of(app)  # after the body is checked: a bad body is a 422 on any server
         result = await chat.send(
             user,
             body.message,
