@@ -3,6 +3,7 @@ trafilatura, every refusal proved on loopback servers and a stub resolver, resul
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import threading
@@ -17,11 +18,13 @@ import pytest
 
 from chat_support import running_chat, scripted, settle
 from noteloom.app import App, open_app
+from noteloom.attachments.child import HANG_ENV
 from noteloom.config import load_settings
 from noteloom.errors import ConfigError
 from noteloom.outbound import OutboundClient, OutboundPolicy
 from noteloom.tools import ToolError, ToolResult
 from noteloom.webtools import MAX_CHARS, MAX_PAGE_BYTES, WebFetcher, extract, search_from_settings
+from noteloom.webtools.fetch import PAGE_LIMITS
 from test_mcp_http import Rpc
 
 pytestmark = pytest.mark.anyio
@@ -226,6 +229,22 @@ async def test_a_page_without_readable_text_says_why(web_app: App, site: Site) -
     site.page("/app", "<html><head><title>App</title></head><body><div id='root'></div></body></html>")
     page = await _fetch(web_app, site.url("/app"))
     assert page["content"] == "" and "built by scripts" in page["message"]
+
+
+async def test_a_page_that_hangs_the_reader_ends_only_its_child(web_app: App, site: Site,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages are parsed in a child with a time limit: a parser stuck on a page (made to wait
+    by the child's test switch) is killed, the call says so, and the next page reads."""
+    site.page("/stuck", ARTICLE)
+    fetcher = web_app.services["web"]
+    assert isinstance(fetcher, WebFetcher)
+    fetcher.limits = dataclasses.replace(PAGE_LIMITS, extract_seconds=1.0)
+    monkeypatch.setenv(HANG_ENV, "1")
+    with pytest.raises(ToolError, match="could not be read: the page reader timed out after 1 s"):
+        await _call(web_app, "fetch_url", {"url": site.url("/stuck")})
+    monkeypatch.delenv(HANG_ENV)
+    page = await _fetch(web_app, site.url("/stuck"))
+    assert "FOOTER-MARKER" not in page["content"] and page["extracted_from"] == "article"
 
 
 def test_long_text_is_capped_with_a_marker() -> None:

@@ -16,7 +16,16 @@ The chat's attachments and the ``read_attachment`` tool use these, and nothing e
 from __future__ import annotations
 
 from .encode import MODES, Encoded, Mode, encode, refusal_for_model
-from .extract import ChildUsage, Extraction, ExtractStatus, cap_text, extract, extract_with_usage
+from .extract import (
+    ChildUsage,
+    Extraction,
+    ExtractStatus,
+    PageRead,
+    cap_text,
+    extract,
+    extract_with_usage,
+    read_page,
+)
 from .limits import AttachmentLimits, check_size
 from .sniff import ACCEPTED, Kind, Sniffed, decode_text, sniff
 from .store import BlobStore
@@ -32,6 +41,7 @@ __all__ = [
     "Extraction",
     "Kind",
     "Mode",
+    "PageRead",
     "Sniffed",
     "cap_text",
     "check_size",
@@ -39,6 +49,7 @@ __all__ = [
     "encode",
     "extract",
     "extract_with_usage",
+    "read_page",
     "refusal_for_model",
     "sniff",
 ]

@@ -5,8 +5,12 @@ MEMORY_MB CPU_SECONDS``), never imported by the server: hostile bytes are parsed
 Its first act is to limit its own address space and CPU time, before it imports a parser,
 so a decompression bomb or a parser's loop ends this process and nothing else.
 
-Input: one JSON line ``{"kind": "pdf" | "html", "text_chars": N, "path": [...]}`` (``path``
-is the parent's ``sys.path``), then the file's bytes (HTML as UTF-8) to the end of stdin.
+Input: one JSON line ``{"kind": "pdf" | "html" | "page", "text_chars": N, "path": [...]}``
+(``path`` is the parent's ``sys.path``), then the file's bytes (HTML as UTF-8) to the end of
+stdin. ``page`` is a fetched web page read by ``fetch_url``: the line also carries ``mode``,
+``url`` and ``reader`` (the file of :mod:`noteloom.webtools.reader`, loaded by its path so
+that nothing else of noteloom is imported), and the answer a ``page`` object (title, source,
+characters cut) beside its text.
 Output: one JSON object ``{"status": "ok" | "no_text" | "failed", "text", "detail",
 "usage": {"max_rss_kb", "cpu_seconds"}}``, the text at most one character over the cap. Anything else (no output, a signal)
 is the parent's to explain.
@@ -78,8 +82,25 @@ def html_text(html: str) -> str:
     return text.strip()
 
 
+def page_text(header: dict[str, Any], html: str) -> dict[str, Any]:
+    """A fetched page read as ``fetch_url`` reads it (:mod:`noteloom.webtools.reader`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_noteloom_reader", header["reader"])
+    if spec is None or spec.loader is None:
+        return {"status": "failed", "text": None, "detail": "the page reader could not be loaded"}
+    reader = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = reader  # dataclasses look their module up there
+    spec.loader.exec_module(reader)
+    found = reader.extract(html, header["mode"], url=header.get("url"))
+    return {"status": "ok", "text": found.text, "detail": None,
+            "page": {"title": found.title, "source": found.source, "truncated": found.truncated}}
+
+
 def run(header: dict[str, Any], data: bytes) -> dict[str, Any]:
     kind, text_chars = header["kind"], int(header["text_chars"])
+    if kind == "page":
+        return page_text(header, data.decode("utf-8", "replace"))
     if kind == "pdf":
         try:
             text = pdf_text(data, text_chars)

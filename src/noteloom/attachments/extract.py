@@ -102,10 +102,37 @@ def cap_text(text: str, chars: int) -> str:
     return text[:chars] + f"\n\n[truncated: only the first {chars:,} characters of the text are given]"
 
 
-def _run_child(kind: str, data: bytes, limits: AttachmentLimits) -> tuple[Extraction, ChildUsage | None]:
+@dataclass(frozen=True)
+class PageRead:
+    """A web page as the child read it: ``extraction`` is ``ok`` with the text, or ``failed``
+    with the reason; ``title``, ``source`` and ``truncated`` as ``webtools.reader.Extracted``."""
+
+    extraction: Extraction
+    title: str | None = None
+    source: str = "page"
+    truncated: int = 0
+
+
+def read_page(html: str, mode: str, url: str | None, reader: Path, limits: AttachmentLimits) -> PageRead:
+    """``html`` (a page ``fetch_url`` fetched) read by the reader module at ``reader`` in
+    ``mode``, in a child process under ``limits``: a page that makes the parser loop or eat
+    memory ends the child, never the server. Blocking: call it in a worker thread."""
+    page: dict[str, object] = {}
+    extraction, _ = _run_child("page", html.encode("utf-8"), limits,
+                               extra={"mode": mode, "url": url, "reader": str(reader)}, page=page)
+    if extraction.status == "no_text":  # the reader returns "" for an empty page, never no_text
+        extraction = Extraction("ok", "")
+    title = page.get("title")
+    truncated = page.get("truncated")
+    return PageRead(extraction, title if isinstance(title, str) else None, str(page.get("source") or "page"),
+                    truncated if isinstance(truncated, int) else 0)
+
+
+def _run_child(kind: str, data: bytes, limits: AttachmentLimits, *, extra: dict[str, object] | None = None,
+               page: dict[str, object] | None = None) -> tuple[Extraction, ChildUsage | None]:
     seconds = limits.extract_seconds
     path = [p for p in sys.path if isinstance(p, str)]
-    header = json.dumps({"kind": kind, "text_chars": limits.text_chars, "path": path}).encode() + b"\n"
+    header = json.dumps({"kind": kind, "text_chars": limits.text_chars, "path": path, **(extra or {})}).encode() + b"\n"
     cpu = max(1, math.ceil(seconds))
     try:
         child = subprocess.Popen(
@@ -139,6 +166,8 @@ def _run_child(kind: str, data: bytes, limits: AttachmentLimits) -> tuple[Extrac
         if "MemoryError" in last[0]:
             return Extraction("failed", detail="ran out of memory"), None
         return Extraction("failed", detail=f"the extractor stopped ({last[0][:200]})"), None
+    if page is not None and isinstance(result.get("page"), dict):
+        page.update(result["page"])
     if status == "ok" and isinstance(text, str):
         return Extraction("ok", cap_text(text, limits.text_chars)), spent
     if status == "no_text":
