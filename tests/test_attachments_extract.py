@@ -96,6 +96,8 @@ def test_html_gives_its_visible_text_without_scripts_or_styles() -> None:
     found = extract(data, sniff(data, "page.html"), LIMITS)
     assert found.status == "ok" and found.text is not None
     assert "Packing for Lisbon" in found.text and "Bring the blue raincoat." in found.text
+    # A block element is its own paragraph: the heading does not run into the text.
+    assert "Packing for Lisbon\n\nBring the blue raincoat." in found.text
     assert "secretScript" not in found.text and "alert" not in found.text
     assert "color: red" not in found.text and "secret-style" not in found.text
 

@@ -199,6 +199,10 @@ async def test_full_flattens_the_whole_page_but_never_its_scripts_or_styles(web_
     assert "NAV-MARKER" in page["content"] and "M2, the principal lunar wave" in page["content"]
     for dropped in ("SCRIPT-MARKER", "SCRIPT2-MARKER", "STYLE-MARKER", "window.tracker"):
         assert dropped not in page["content"]
+    # The page's structure survives as lines: list items, table rows and headings apart.
+    lines = page["content"].splitlines()
+    for line in ("Home NAV-MARKER", "The constituents", "M2, the principal lunar wave", "M2 12.42"):
+        assert line in lines, line
     hub = await _fetch(web_app, site.url("/hub"), "full")
     assert "First link" in hub["content"] and "Second link" in hub["content"]
     assert "SCRIPT-MARKER" not in hub["content"]

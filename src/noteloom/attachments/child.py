@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import sys
 from typing import Any
@@ -73,13 +72,13 @@ def pdf_text(data: bytes, text_chars: int) -> str:
 
 
 def html_text(html: str) -> str:
-    """The visible text of an HTML document: no script, style or other hidden element."""
-    from trafilatura import html2txt
+    """The visible text of an HTML document (or fragment), a block element a paragraph: no
+    script, style or other hidden element (html-text's cleaner)."""
+    import html_text as visible  # type: ignore[import-untyped]
 
-    text = html2txt(html)
-    if not text.strip() and not re.search(r"<body[\s>]", html, re.IGNORECASE):
-        text = html2txt(f"<html><body>{html}</body></html>")  # a fragment: parsed without a body
-    return text.strip()
+    tree = visible.parse_html(html)
+    body = tree.find(".//body")  # the head's title is no visible text
+    return str(visible.extract_text(body if body is not None else tree)).strip()
 
 
 def page_text(header: dict[str, Any], html: str) -> dict[str, Any]:

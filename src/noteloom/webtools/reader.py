@@ -69,7 +69,12 @@ def extract(html: str, mode: Mode = "reader", *, url: str | None = None) -> Extr
             return _extracted(title, article, "article")
         if embedded is not None:
             return _extracted(embedded[0] or title, embedded[1], "embedded")
-    return _extracted(title, trafilatura.html2txt(tree, clean=True).strip(), "page")
+    # The whole page's visible text, a block element a paragraph (trafilatura's html2txt
+    # runs it all into one line, which loses a link hub's or a table's structure).
+    import html_text
+
+    body = tree.find(".//body")  # the title is given apart
+    return _extracted(title, str(html_text.extract_text(body if body is not None else tree)).strip(), "page")
 
 
 def _extracted(title: str | None, text: str, source: Source) -> Extracted:
