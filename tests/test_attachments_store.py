@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,32 @@ def test_a_failed_write_leaves_no_file_behind(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(OSError, match="disk full"):
         store.put(b"data")
     assert list(tmp_path.iterdir()) == []
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Date a file ``seconds`` back (its modification time), as a crash long ago would leave it."""
+    old = path.stat().st_mtime - seconds
+    os.utime(path, (old, old))
+
+
+def test_a_sweep_removes_old_orphans_and_unfinished_writes_and_keeps_the_rest(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "blobs")
+    kept, orphan, recent_orphan = store.put(b"named by a row"), store.put(b"row never committed"), store.put(b"new")
+    unfinished = store.root / ".tmp-0123456789abcdef0123456789abcdef"
+    unfinished.write_bytes(b"half a file")
+    stranger = store.root / "notes.txt"  # not a name the store makes: never touched
+    stranger.write_bytes(b"someone else's")
+    for path in (store.path(kept), store.path(orphan), unfinished, stranger):
+        _age(path, 7200)
+    asked: list[list[str]] = []
+
+    def referenced(keys: Iterable[str]) -> set[str]:
+        asked.append(sorted(keys))
+        return {kept} & set(keys)
+
+    assert store.sweep(referenced, older_than_s=3600) == 2
+    assert asked == [sorted([kept, orphan])]  # recent files are not even asked about
+    assert store.exists(kept) and store.exists(recent_orphan) and not store.exists(orphan)
+    assert not unfinished.exists() and stranger.read_bytes() == b"someone else's"
+    assert store.sweep(referenced, older_than_s=3600) == 0
+    assert BlobStore(tmp_path / "never-made").sweep(referenced) == 0

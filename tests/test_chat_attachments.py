@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -541,3 +542,21 @@ async def test_malformed_multipart_sends_are_refused_saying_what_to_send(app: Ap
                                files=[("attachments", ("a.txt", b"x"))])
         assert as_text.status_code == 422 and as_text.json()["field"] == "attachments"
     assert rows(app, t.messages) == 0 and blobs(app) == []
+
+
+async def test_starting_the_chat_sweeps_bytes_no_row_names(app: App) -> None:
+    """A process that died between writing a file and committing its row left bytes nobody
+    names: the next chat start removes them once they are old, and keeps every named file."""
+    model(app, [{"text": "Seen."}])
+    async with running_chat(app), client(app) as c:
+        r = await send(c, {"message": "Keep this", "controls": {"model": "play:script"}}, [("a.png", png_bytes())])
+        assert r.status_code == 202, r.text
+        await settled(c, r.json()["message_id"])
+    [named] = blobs(app)
+    orphan = BlobStore(app.workspace.attachments_dir / "chat").put(b"bytes of a send that never committed")
+    for path in blobs(app):
+        old = path.stat().st_mtime - 7200
+        os.utime(path, (old, old))
+    async with running_chat(app):
+        pass
+    assert blobs(app) == [named] and orphan not in {p.name for p in blobs(app)}

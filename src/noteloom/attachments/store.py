@@ -12,6 +12,8 @@ import contextlib
 import os
 import re
 import secrets
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from noteloom.errors import NotFound
@@ -65,6 +67,42 @@ class BlobStore:
             return False
         _fsync_dir(self.root)
         return True
+
+    def sweep(self, keep: Callable[[Iterable[str]], set[str]], *, older_than_s: float = 3600.0) -> int:
+        """Remove what a crash left behind, older than ``older_than_s``: temporary files of a
+        write that never finished, and stored files whose key ``keep`` (given a batch of
+        keys, it answers the ones still referenced) no longer knows: bytes written just
+        before a process died, the row that would have named them never committed. Recent
+        files are left alone: their rows may be in a transaction still open. Returns how
+        many files were removed."""
+        if not self.root.is_dir():
+            return 0
+        cutoff = time.time() - older_than_s
+        stale_tmp: list[Path] = []
+        keys: list[str] = []
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                try:
+                    if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime > cutoff:
+                        continue
+                except OSError:
+                    continue
+                if entry.name.startswith(_TMP_PREFIX):
+                    stale_tmp.append(Path(entry.path))
+                elif _KEY.fullmatch(entry.name):
+                    keys.append(entry.name)
+        removed = 0
+        for tmp in stale_tmp:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed += 1
+        for start in range(0, len(keys), 500):
+            batch = keys[start:start + 500]
+            known = keep(batch)
+            for key in batch:
+                if key not in known and self.delete(key):
+                    removed += 1
+        return removed
 
     def path(self, key: str) -> Path:
         """The file of ``key`` (to stream it); ``NotFound`` for a key the store never makes."""

@@ -216,6 +216,17 @@ class ChatAttachments:
             conn.execute(t.attachments.insert(), rows)
         return [_from_row(_Row(r)) for r in rows]
 
+    def sweep(self, *, older_than_s: float = 3600.0) -> int:
+        """Remove bytes no row names (a process that died between writing a file and
+        committing its row) and unfinished writes, once older than ``older_than_s``."""
+
+        def referenced(keys: Iterable[str]) -> set[str]:
+            a = t.attachments
+            with self._r(None) as c:
+                return {str(k) for (k,) in c.execute(sa.select(a.c.blob_key).where(a.c.blob_key.in_(list(keys))))}
+
+        return self.blobs.sweep(referenced, older_than_s=older_than_s)
+
     def discard(self, keys: Iterable[str | None]) -> None:
         """Remove bytes (after the rows that named them are gone, or were never written)."""
         for key in keys:

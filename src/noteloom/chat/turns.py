@@ -213,6 +213,7 @@ class TurnRunner:
         runners that are gone settled, a reaper; on exit the turns still running settle as
         interrupted), then close the models' connections."""
         try:
+            await anyio.to_thread.run_sync(self._sweep_files)
             async with self.engine.running() if self._owns_engine else contextlib.nullcontext(self.engine):
                 yield self
         finally:
@@ -222,6 +223,17 @@ class TurnRunner:
                 registry = self.host.services.get("providers")
                 if isinstance(registry, ProviderRegistry):
                     await registry.aclose()
+
+    def _sweep_files(self) -> None:
+        """Attachment bytes a crash orphaned go when the chat starts (a failure here is logged,
+        never fatal: the files are only wasted space)."""
+        try:
+            removed = self.stores.attachments.sweep()
+        except Exception:
+            log.exception("could not sweep the chat's orphaned attachment files")
+            return
+        if removed:
+            log.info("removed %d orphaned chat attachment file(s)", removed)
 
     @property
     def accepting(self) -> bool:
