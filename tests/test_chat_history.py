@@ -3,9 +3,12 @@ their results, and a byte cap that drops whole exchanges from the oldest."""
 
 from __future__ import annotations
 
+import base64
+
 from noteloom.chat.history import NOT_RUN, cap_history, history_before, message_bytes, replayable
 from noteloom.chat.records import ChatMessage
-from noteloom.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from noteloom.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from noteloom.providers.base import CHARS_PER_TOKEN, IMAGE_TOKENS
 
 
 def _row(pos: int, role: str, content: str = "", status: str = "complete", transcript: tuple[Message, ...] = (),
@@ -84,3 +87,21 @@ def test_an_exchange_made_of_many_tool_rounds_is_dropped_whole() -> None:
     msgs = [*rounds, Message.assistant("done"), Message.user("q1")]
     capped = cap_history(msgs, 1500)
     assert capped == [Message.user("q1")]
+
+
+def test_a_file_weighs_what_a_model_is_charged_for_it_not_its_bytes() -> None:
+    """An image counts as its token estimate in bytes of text, whether the history holds its
+    bytes or only its ref (as a stored transcript does): a big photo neither evicts the whole
+    conversation nor slips past the cap for free."""
+    photo = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 3_000_000).decode()
+    with_bytes = Message("user", (TextPart("Look"), ImagePart("image/png", photo, ref="a" * 32)))
+    only_ref = Message("user", (TextPart("Look"), ImagePart("image/png", "", ref="a" * 32)))
+    weight = IMAGE_TOKENS * CHARS_PER_TOKEN
+    assert message_bytes(with_bytes) == message_bytes(only_ref) == message_bytes(Message.user("Look")) + len(
+        ', {"kind": "image", "media_type": "image/png", "data": "", "ref": "' + "a" * 32 + '"}') + weight
+    result = Message("tool", (ToolResultPart("c1", "the file", blocks=(ImagePart("image/png", photo, ref="b" * 32),)),))
+    assert weight < message_bytes(result) < weight + 300
+    # Three exchanges with a photo each: the cap keeps as many as their estimates allow.
+    exchanges = [m for i in range(3) for m in (with_bytes, Message.assistant(f"Seen {i}"))]
+    kept = cap_history(exchanges, 2 * weight + 600)
+    assert kept == exchanges[2:]

@@ -14,7 +14,15 @@ import json
 from collections.abc import Callable, Sequence
 
 from noteloom.chat.records import CLEAR_COMMAND, ChatMessage
-from noteloom.messages import Message, ToolResultPart, message_to_dict
+from noteloom.messages import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    Part,
+    ToolResultPart,
+    message_to_dict,
+)
+from noteloom.providers.base import CHARS_PER_TOKEN, file_tokens
 
 #: The default history cap, in bytes of the JSON form of the messages.
 DEFAULT_HISTORY_BYTES = 200 * 1024
@@ -73,7 +81,24 @@ def for_model(message: Message) -> Message:
 
 
 def message_bytes(message: Message) -> int:
-    return len(json.dumps(message_to_dict(message), ensure_ascii=False).encode("utf-8"))
+    """What ``message`` weighs against the history cap: the bytes of its JSON form, and for
+    each file it hands over whole (an image, a PDF) what a model is charged for it, in bytes
+    of text at the same rate, rather than the file's own size (a stored file keeps only its
+    ref, and a 5 MB photo costs a model no more than a small one)."""
+    files = [b for p in message.parts
+             for b in (p.blocks if isinstance(p, ToolResultPart) else (p,)) if isinstance(b, ImagePart | DocumentPart)]
+    if files:
+        message = Message(message.role, tuple(_without_bytes(p) for p in message.parts))
+    size = len(json.dumps(message_to_dict(message), ensure_ascii=False).encode("utf-8"))
+    return size + sum(file_tokens(f) * CHARS_PER_TOKEN for f in files)
+
+
+def _without_bytes(part: Part) -> Part:
+    if isinstance(part, ImagePart | DocumentPart):
+        return dataclasses.replace(part, data="")
+    if isinstance(part, ToolResultPart) and part.blocks:
+        return dataclasses.replace(part, blocks=tuple(dataclasses.replace(b, data="") for b in part.blocks))
+    return part
 
 
 def _starts_exchange(m: Message) -> bool:

@@ -121,7 +121,8 @@ def pdf_pages(data: str) -> int:
     return pages
 
 
-def _file_tokens(part: ImagePart | DocumentPart) -> int:
+def file_tokens(part: ImagePart | DocumentPart) -> int:
+    """What a model is likely charged for a file it reads whole, in tokens (errs high)."""
     return pdf_pages(part.data) * PDF_PAGE_TOKENS if isinstance(part, DocumentPart) else IMAGE_TOKENS
 
 
@@ -144,9 +145,9 @@ def estimate_input_tokens(request: ModelRequest) -> int:
                 chars += len(part.name) + len(json.dumps(part.arguments, default=str))
             elif isinstance(part, ToolResultPart):
                 chars += len(part.content)
-                files += sum(_file_tokens(b) for b in part.blocks)
+                files += sum(file_tokens(b) for b in part.blocks)
             elif isinstance(part, ImagePart | DocumentPart):
-                files += _file_tokens(part)
+                files += file_tokens(part)
             else:
                 assert_never(part)
     return -(-chars // CHARS_PER_TOKEN) + files
@@ -179,6 +180,13 @@ def file_data(part: ImagePart | DocumentPart) -> str:
             "by its ref (noteloom.attachments) before building the model request"
         )
     return part.data
+
+
+def is_private(provider: Any) -> bool:
+    """Whether traffic to ``provider`` stays private: its ``private`` attribute when it has one,
+    else its ``local`` (the protocol's older name for the same answer)."""
+    value = getattr(provider, "private", None)
+    return bool(value if isinstance(value, bool) else getattr(provider, "local", False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +228,8 @@ class Provider(Protocol):
     name: str
     #: Traffic stays on the machine or a private host (privacy only: what a call costs
     #: is ``cost``'s answer, which a private host with prices answers with its prices).
+    #: The name is historical: a rented host marked ``private = true`` says True here too.
+    #: Read it through ``is_private``, which prefers a ``private`` attribute when there is one.
     local: bool
     default_model: str | None
 
@@ -240,23 +250,34 @@ class Provider(Protocol):
         ...
 
 
+#: The longest silence between chunks on a server of the user's own: a model running on a
+#: CPU may take minutes over a long answer, and nobody is billed while it thinks.
+LOCAL_IDLE = 300.0
+
+
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     """Seconds. ``first_token`` covers the request until the first chunk (a local model
-    may need a minute to load); ``idle`` is the longest silence between chunks."""
+    may need a minute to load); ``idle`` is the longest silence between chunks (``LOCAL_IDLE``
+    by default on a server of the user's own); ``probe`` bounds the reachability check made
+    before a call on such a server (``noteloom.providers.reachability``)."""
 
     connect: float = 10.0
     first_token: float = 60.0
     idle: float = 120.0
+    probe: float = 2.0
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], where: str) -> Timeouts:
-        values: dict[str, float] = {}
+    def from_options(cls, options: Mapping[str, Any], where: str, *, local: bool = False) -> Timeouts:
+        """The ``*_timeout`` settings of a table over the defaults (those of a server of the
+        user's own when ``local``); ``ConfigError`` naming the key for a value that is not a
+        number of seconds above 0."""
+        values: dict[str, float] = {"idle": LOCAL_IDLE} if local else {}
         for key, attr in (("connect_timeout", "connect"), ("first_token_timeout", "first_token"),
-                          ("idle_timeout", "idle")):
-            if key in options:
+                          ("idle_timeout", "idle"), ("probe_timeout", "probe")):
+            if options.get(key) is not None:
                 v = options[key]
-                if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+                if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < float("inf"):
                     raise ConfigError(f"{where}: {key} must be a number of seconds above 0, not {v!r}")
                 values[attr] = float(v)
         return cls(**values)
