@@ -212,6 +212,8 @@ def test_models_lists_what_is_configured_without_showing_keys(invoke: Invoke, ho
     home.mkdir(parents=True, exist_ok=True)
     (home / "noteloom.toml").write_text(
         '[providers.local]\ntype = "openai"\nbase_url = "http://127.0.0.1:11434/v1"\nmodels = ["qwen3:14b"]\n'
+        '[providers.vision]\ntype = "openai"\nbase_url = "http://127.0.0.1:11435/v1"\n'
+        '[providers.vision.models."llava:13b"]\nvision = true\n'
     )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret")
     code, out, _ = invoke("models")
@@ -219,11 +221,16 @@ def test_models_lists_what_is_configured_without_showing_keys(invoke: Invoke, ho
     assert "default model: anthropic:claude-sonnet-4-6" in out
     assert "local:qwen3:14b" in out and "echo:echo" in out and "anthropic" in out
     assert "sk-ant-very-secret" not in out
+    # What a model reads besides text: declared in its table, known for Claude, else nothing.
+    assert "vision:llava:13b (reads images)" in out and "local:qwen3:14b (" not in out
+    assert "anthropic:claude-sonnet-4-6 (reads images, PDFs)" in out
     code, out, _ = invoke("models", "--json")
     data = json.loads(out)
     names = {p["name"]: p for p in data["providers"]}
     assert {"echo", "scripted", "local", "anthropic"} <= set(names)
     assert names["anthropic"]["key_set"] is True and "sk-ant-very-secret" not in out
+    assert data["capabilities"]["vision:llava:13b"] == {"vision": True, "document": False}
+    assert data["capabilities"]["local:qwen3:14b"] == {"vision": False, "document": False}
 
 
 def test_an_unknown_thinking_level_is_refused(invoke: Invoke) -> None:

@@ -39,7 +39,7 @@ from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, fail_with, opene
 from noteloom.errors import InvalidInput
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
 from noteloom.policy import POLICIES, Policy
-from noteloom.providers import THINKING_LEVELS, Provider, ThinkingLevel
+from noteloom.providers import THINKING_LEVELS, Provider, ThinkingLevel, capabilities_of
 from noteloom.runs.spend import admission, cap_of, record_usage
 from noteloom.tools import ToolContext, ToolDef
 
@@ -185,8 +185,17 @@ def models(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None
             default = registry.default_address()
         except Exception:  # a broken default must not hide the list that helps fix it
             default = None
+        # What each listed model reads besides text (images, whole PDFs): declared by its
+        # provider or in its table, text-only otherwise.
+        reads: dict[str, dict[str, bool]] = {}
+        for info in infos:
+            if info.ready:
+                provider = registry.get(info.name)
+                for m in dict.fromkeys([m for m in [info.default_model, *info.models] if m]):
+                    caps = capabilities_of(provider, m)
+                    reads[f"{info.name}:{m}"] = {"vision": caps.vision, "document": caps.document}
         if as_json:
-            print_json({"default": default, "providers": infos})
+            print_json({"default": default, "providers": infos, "capabilities": reads})
             return
         typer.echo(f"default model: {default}" if default else f"default model: none ({registry.no_model_help()})")
         for info in infos:
@@ -196,9 +205,16 @@ def models(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None
                 typer.echo(f"{head} not ready: {info.problem}")
                 continue
             names = list(dict.fromkeys([m for m in [info.default_model, *info.models] if m]))
-            listed = ", ".join(f"{info.name}:{m}" for m in names) or f"{info.name}:MODEL (any model name)"
+            listed = ", ".join(f"{info.name}:{m}{_reads(reads.get(f'{info.name}:{m}'))}" for m in names) or (
+                f"{info.name}:MODEL (any model name)")
             extra = f"  [{info.base_url}]" if info.base_url else ""
             typer.echo(f"{head} {listed}{extra}")
+
+
+def _reads(caps: dict[str, bool] | None) -> str:
+    """`` (reads images, PDFs)`` for a model that reads more than text; nothing otherwise."""
+    kinds = [word for key, word in (("vision", "images"), ("document", "PDFs")) if caps and caps.get(key)]
+    return f" (reads {', '.join(kinds)})" if kinds else ""
 
 
 # -- the session -------------------------------------------------------------------------
