@@ -14,7 +14,7 @@ from noteloom.providers.anthropic import (
     DEFAULT_MAX_TOKENS,
     AnthropicProvider,
 )
-from noteloom.providers.base import Timeouts
+from noteloom.providers.base import LOCAL_IDLE, Timeouts
 from noteloom.providers.echo import EchoProvider
 from noteloom.providers.openai_compat import DEFAULT_OPENAI_MODEL, OpenAICompatProvider
 from noteloom.providers.registry import MODEL_CAPABILITY_SETTINGS, ProviderSetting, ProviderType
@@ -48,7 +48,9 @@ def _sdk_settings(default_model: str) -> tuple[ProviderSetting, ...]:
         ProviderSetting("connect_timeout", float, _TIMEOUTS.connect, "seconds to connect"),
         ProviderSetting("first_token_timeout", float, _TIMEOUTS.first_token,
                         "seconds until the first chunk of an answer (a local model may need to load)"),
-        ProviderSetting("idle_timeout", float, _TIMEOUTS.idle, "the longest silence between chunks, in seconds"),
+        ProviderSetting("idle_timeout", float, None,
+                        f"the longest silence between chunks, in seconds (default {_TIMEOUTS.idle:g}; "
+                        f"{LOCAL_IDLE:g} for a server of your own, which may generate slowly)"),
         ProviderSetting("max_retries", int, 2, "retries of a request that failed before its answer began"),
         PRICES,
     )
@@ -66,6 +68,11 @@ OPENAI = ProviderType(
                         '"auto", "open" (the answer starts inside <think>) or "off": how <think> text is read'),
         ProviderSetting("stream_usage", bool, True, "ask for token usage in the stream (stream_options)"),
         ProviderSetting("extra_body", dict, None, "fields added to every request body"),
+        ProviderSetting("probe", bool, None,
+                        "before a call, check that the server answers GET {base_url}/models, so a server "
+                        "that is down fails the turn at once (default: true for a server of your own)"),
+        ProviderSetting("probe_timeout", float, _TIMEOUTS.probe,
+                        "seconds the reachability check waits for any answer"),
         ProviderSetting("max_output_tokens", int, None, "the most a call can produce when the request sets no limit"),
     ),
 )

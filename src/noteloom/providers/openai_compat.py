@@ -48,9 +48,11 @@ from noteloom.providers.base import (
     ThinkingLevel,
     Timeouts,
     file_data,
+    is_local_url,
     token_count,
 )
 from noteloom.providers.errors import ProviderError, body_error, code_for_status, provider_error
+from noteloom.providers.reachability import ReachabilityProbe
 from noteloom.providers.sdk import SdkProvider, common_options, max_output_option
 from noteloom.providers.think import Kind, ThinkSplitter
 
@@ -107,6 +109,7 @@ class OpenAICompatProvider(SdkProvider):
         extra_body: Mapping[str, Any] | None = None,
         http_client: httpx2.AsyncClient | None = None,
         model_capabilities: Mapping[str, Mapping[str, bool]] | None = None,
+        probe: bool = False,
     ) -> None:
         if think_tags not in THINK_TAG_MODES:
             raise ConfigError(f"[providers.{name}]: think_tags must be one of {', '.join(THINK_TAG_MODES)}, not {think_tags!r}")
@@ -120,15 +123,22 @@ class OpenAICompatProvider(SdkProvider):
         self.think_tags = think_tags
         self.stream_usage = stream_usage
         self.extra_body = dict(extra_body or {})
+        #: The reachability check made before a call (``probe``: on for a server of the
+        #: user's own when built from its table), or ``None``.
+        self.probe = (ReachabilityProbe(name, self.base_url, timeout=self.timeouts.probe, http_client=http_client)
+                      if probe and not self.official else None)
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> OpenAICompatProvider:
         extra = config.options.get("extra_body", {})
         if not isinstance(extra, Mapping):
             raise ConfigError(f"{config.where}: extra_body must be a table")
+        options = common_options(config, "OPENAI_API_KEY")
+        self_hosted = options["free"] if options["free"] is not None else is_local_url(options["base_url"])
         provider = cls(
             config.name,
-            **common_options(config, "OPENAI_API_KEY"),
+            **options,
+            probe=config.get_bool("probe", self_hosted),
             send_reasoning_effort=config.get_bool("reasoning_effort", True),
             think_tags=config.get_str("think_tags", "auto") or "auto",
             stream_usage=config.get_bool("stream_usage", True),
@@ -185,6 +195,9 @@ class OpenAICompatProvider(SdkProvider):
 
         async def open_stream() -> Any:
             return await client.chat.completions.create(**kwargs)
+
+        if self.probe is not None:
+            await self.probe.check()
 
         async with aclosing(self._relay(open_stream, assembler)) as events:
             async for event in events:

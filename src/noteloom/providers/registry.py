@@ -44,7 +44,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from noteloom.errors import ConfigError
-from noteloom.providers.base import ModelCapabilities, Provider, ProviderConfig, capabilities_of
+from noteloom.providers.base import (
+    ModelCapabilities,
+    Provider,
+    ProviderConfig,
+    capabilities_of,
+    is_private,
+)
 
 if TYPE_CHECKING:
     import pluggy
@@ -206,12 +212,18 @@ class ProviderInfo:
     type: str
     ready: bool
     problem: str | None = None
+    #: Traffic stays private (``is_private``); ``None`` when the provider cannot be built.
     local: bool | None = None
     default_model: str | None = None
     models: list[str] = field(default_factory=list)
     base_url: str | None = None
     key_env: str | None = None
     key_set: bool = False
+
+    @property
+    def private(self) -> bool | None:
+        """Traffic to it stays private: ``local``'s answer under its clearer name."""
+        return self.local
 
 
 class ProviderRegistry:
@@ -348,7 +360,7 @@ class ProviderRegistry:
             except ConfigError as exc:
                 out.append(ProviderInfo(ready=False, problem=str(exc), **common))
                 continue
-            out.append(ProviderInfo(ready=True, local=provider.local, default_model=provider.default_model,
+            out.append(ProviderInfo(ready=True, local=is_private(provider), default_model=provider.default_model,
                                     models=provider.models(), **common))
         return out
 

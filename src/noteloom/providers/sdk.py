@@ -53,7 +53,12 @@ class SdkProvider:
     base_url: str
     official: bool
     api_key: str | None
+    #: Traffic stays private (the protocol's older name; ``private`` says the same).
     local: bool
+    private: bool
+    #: The server is the user's own (their machine or network): probed before a call, given
+    #: the longer idle timeout, free unless priced.
+    self_hosted: bool
     #: The server is the user's own (this machine or their network): free unless priced.
     free: bool
     timeouts: Timeouts
@@ -88,9 +93,10 @@ class SdkProvider:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self._models = list(models)
-        self.local = is_local_url(self.base_url) if local is None else local
+        self.local = self.private = is_local_url(self.base_url) if local is None else local
+        self.self_hosted = is_local_url(self.base_url) if free is None else free
         # Price is not privacy: a remote marked private is still billed by its host.
-        self.free = is_local_url(self.base_url) if free is None else free
+        self.free = self.self_hosted
         self.timeouts = timeouts or Timeouts()
         self.max_retries = max_retries
         self.prices = dict(prices or {})
@@ -201,22 +207,26 @@ def common_options(config: ProviderConfig, key_env: str) -> dict[str, Any]:
             f"provider {config.name!r} needs an API key: set {config.api_key_env or key_env} "
             "(or try the offline model with -m echo)"
         )
-    # "local" or "private": traffic stays with the user. Only "local" (the server runs on
-    # the user's own machine) or a loopback/private-network address also means free
-    # unless priced; a private remote (a rented host) is billed by its prices.
+    # "local" or "private": traffic stays with the user ("private" wins when both are
+    # written). Only "local" (the server runs on the user's own machine) or a
+    # loopback/private-network address also means free unless priced, the reachability
+    # check and the longer idle timeout; a private remote (a rented host) is billed by its
+    # prices and keeps the remote defaults.
     for key in ("local", "private"):
         value = config.options.get(key)
         if value is not None and not isinstance(value, bool):
             raise ConfigError(f"{config.where}: {key} must be true or false, not {value!r}")
-    local = config.options.get("local", config.options.get("private"))
+    own = config.options.get("local")
+    private = config.options.get("private", own)
+    self_hosted = own if own is not None else is_local_url(base_url)
     return {
         "base_url": base_url,
         "api_key": config.api_key,
         "default_model": config.get_str("default_model"),
         "models": config.get_models(),
-        "local": local,
-        "free": config.options.get("local"),
-        "timeouts": Timeouts.from_options(config.options, config.where),
+        "local": private,
+        "free": own,
+        "timeouts": Timeouts.from_options(config.options, config.where, local=self_hosted),
         "max_retries": config.get_int("max_retries", 2),
         "prices": config.get_prices(),
         "model_capabilities": config.declared_capabilities(),
