@@ -15,6 +15,7 @@ from chat_support import running_chat, scripted, settle
 from noteloom.app import App
 from noteloom.messages import DocumentPart, ImagePart
 from noteloom.providers.base import TEXT_ONLY, ModelCapabilities
+from noteloom.providers.scripted import ScriptedProvider
 from noteloom.tools import SCOPE_KEY, ToolContext, ToolError, ToolResult
 
 pytestmark = pytest.mark.anyio
@@ -208,3 +209,30 @@ async def test_a_chat_model_reads_a_notes_pdf_fenced(app: App, files: Files) -> 
     assert result.content.startswith("<<UNTRUSTED_")
     fenced = result.content.split(">>\n", 1)[1]
     assert "Flight LX 123 leaves at 09:40." in fenced
+
+
+@pytest.mark.parametrize(("caps", "handed_over"), [(TEXT_ONLY, False), (VISION, True)])
+async def test_a_recipe_run_hands_a_notes_image_only_to_a_model_that_sees(
+    app: App, files: Files, caps: ModelCapabilities, handed_over: bool
+) -> None:
+    """A recipe's tools learn what its model reads: the note's picture goes to a model with
+    vision, and a text-only model is told it cannot see it (never sent a file it refuses)."""
+    from recipe_support import running, service
+
+    owner = app.workspace.ensure_owner()
+    provider = ScriptedProvider("play", [
+        {"tool_calls": [{"name": "read_attachment", "arguments": {"note_id": files.note, "attachment_id": files.png}}]},
+        {"text": "Looked."},
+    ], capabilities=caps)
+    app.services.providers.add(provider)
+    service(app).add(owner, {"name": "map", "prompt": "Describe the map.", "model": "play",
+                             "tools": ["read_attachment"]})
+    async with running(app):
+        run = await service(app).run_now(owner, "map")
+    assert run["status"] == "succeeded", run
+    result = next(r for m in provider.requests[1].messages for r in m.tool_results)
+    assert bool(result.blocks) is handed_over
+    if handed_over:
+        assert isinstance(result.blocks[0], ImagePart) and result.blocks[0].media_type == "image/png"
+    else:
+        assert result.is_error and "vision" in result.content

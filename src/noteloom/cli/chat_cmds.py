@@ -448,7 +448,8 @@ def _session(app: App, model: str | None, yes: bool, thinking: ThinkingLevel | N
     registry = app.services.providers
     provider, name = registry.resolve(model)
     tools = app.registry.enabled(app.workspace)
-    context = app.tool_context(app.workspace.ensure_owner())
+    # Tools learn what the model reads (a note's image goes to it only with vision).
+    context = app.tool_context(app.workspace.ensure_owner(), model_capabilities=capabilities_of(provider, name))
     return _Session(provider, name, tools, context, yes, thinking)
 
 

@@ -76,7 +76,7 @@ from noteloom.messages import (
 )
 from noteloom.notifications import Notifications
 from noteloom.pipeline import PipelineItem, PipelineJob, PipelineRun
-from noteloom.providers.base import Provider
+from noteloom.providers.base import Provider, capabilities_of
 from noteloom.providers.errors import ProviderError
 from noteloom.recipes import store
 from noteloom.recipes.model import DATA_TOOLS, FAILING, Recipe, RecipeStatus
@@ -381,7 +381,9 @@ class RecipeRunner:
         return None
 
     def _resolve(self, prep: _Prep) -> tuple[Provider, str, str]:
+        """The run's model; its tools learn what it reads (a note's image goes to it only with vision)."""
         provider, model = self.host.services.providers.resolve(prep.recipe.spec.model)
+        prep.context = dataclasses.replace(prep.context, model_capabilities=capabilities_of(provider, model))
         return provider, model, f"{provider.name}:{model}"
 
     def _options(self, prep: _Prep, **extra: Any) -> RunOptions:
