@@ -38,6 +38,7 @@ RELEASED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "0013_recipes": (("0012_run_engine",), ()),
     "0014_memory": (("0013_recipes",), ()),
     "0015_chat_attachments": (("0014_memory",), ()),
+    "0016_token_scopes": (("0015_chat_attachments",), ()),
 }
 
 

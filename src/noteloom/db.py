@@ -51,6 +51,10 @@ api_tokens = sa.Table(
     sa.Column("created_time", MS, nullable=False),
     sa.Column("revoked_time", MS),
     sa.Column("last_used_time", MS),
+    # Scoped tokens (0016): NULL name reads as "default", NULL scopes as full access.
+    sa.Column("name", sa.String(100)),
+    sa.Column("scopes", sa.JSON),
+    sa.Column("expires_time", MS),
 )
 
 # Browser sign-ins: a page trades the API token for one of these and sends it in a header

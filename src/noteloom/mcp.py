@@ -15,6 +15,12 @@ unknown or disabled tool is -32602, and a bug is -32603 with a generic message, 
 traceback only in the log. MCP cannot ask the user yet: ``confirm`` calls run.
 The SDK's typed wire models (``mcp_types``) still shape what we send.
 
+A scoped token (``accounts.TokenScopes``) narrows what a request sees, never widens it:
+:meth:`Preflight.limited` keeps the workspace's toggles and intersects its notebook scope
+with the token's; ``tools/list`` lists only the tools the token allows (read-only: only
+tools whose effect is ``read``; an allowlist: only those), and a call of any other is
+refused exactly like an unknown or disabled tool.
+
 Both protocol eras are spoken on one stateless endpoint: the ``initialize``
 handshake (2024-11-05 … 2025-11-25) and the 2026-07-28 revision's
 ``server/discover`` with per-request ``_meta`` envelopes.
@@ -25,8 +31,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
@@ -42,13 +48,14 @@ from mcp_types.version import (
 )
 
 from noteloom import __version__
+from noteloom.accounts import FULL_ACCESS, TokenScopes
 from noteloom.app import App
 from noteloom.jsonvalues import dumps, dumps_bytes, find_problem, surrogate_in
 from noteloom.messages import BlockPart, ImagePart
 from noteloom.policy import PolicySources, denied, resolve
 from noteloom.providers.base import file_data
-from noteloom.tools import ToolDef, ToolError, ToolFailure, ToolSettings, UnknownTool
-from noteloom.workspace import User, Workspace
+from noteloom.tools import NotebookScope, ToolDef, ToolError, ToolFailure, ToolSettings, UnknownTool
+from noteloom.workspace import Notebook, User, Workspace
 
 log = logging.getLogger("noteloom.mcp")
 
@@ -94,6 +101,46 @@ class Preflight:
 
     enabled: bool
     tools: ToolSettings
+    #: The scopes of the token the request came with (full access: stdio, unscoped tokens).
+    grant: TokenScopes = field(default=FULL_ACCESS)
+
+    def limited(self, scopes: TokenScopes | None) -> Preflight:
+        """These settings as a credential with ``scopes`` sees them (never more than before)."""
+        if scopes is None or scopes.unrestricted:
+            return self
+        scope = self.tools.scope
+        if scopes.notebooks:
+            mine = NotebookScope(scopes.notebooks)
+            scope = mine if scope.unrestricted else BothScopes(scope, mine)
+        return replace(self, tools=ToolSettings(self.tools.toggles, scope), grant=scopes)
+
+    def allows(self, tool: ToolDef) -> bool:
+        """Whether the token lets this request see and call ``tool`` (its toggle aside)."""
+        grant = self.grant
+        if grant.read_only and tool.effect != "read":
+            return False
+        return grant.tools is None or tool.name in grant.tools
+
+
+class BothScopes(NotebookScope):
+    """The notebooks two scopes both allow: the workspace's scope narrowed by a token's."""
+
+    def __init__(self, first: NotebookScope, second: NotebookScope) -> None:
+        super().__init__([*first.patterns, *second.patterns])
+        self.first, self.second = first, second
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.first.unrestricted and self.second.unrestricted
+
+    def allowed_ids(self, notebooks: list[Notebook]) -> set[str] | None:
+        a, b = self.first.allowed_ids(notebooks), self.second.allowed_ids(notebooks)
+        if a is None:
+            return b
+        return a if b is None else a & b
+
+    def allows_chain(self, chain: Sequence[Notebook]) -> bool:
+        return self.first.allows_chain(chain) and self.second.allows_chain(chain)
 
 
 class RpcError(Exception):
@@ -280,7 +327,8 @@ class McpServer:
         elif method == "server/discover":
             result = self._discover()
         elif method == "tools/list":
-            result = {"tools": [self._tool_json(t) for t in self.app.registry.enabled(self.app.workspace, pre.tools)]}
+            result = {"tools": [self._tool_json(t) for t in self.app.registry.enabled(self.app.workspace, pre.tools)
+                                if pre.allows(t)]}
         else:
             result = await self._call_tool(params, user, pre)
         if modern:
@@ -371,6 +419,8 @@ class McpServer:
         app, registry = self.app, self.app.registry
         try:
             tool = registry.enabled_tool(app.workspace, name, pre.tools)
+            if not pre.allows(tool):  # outside the token's scopes: as good as missing
+                raise UnknownTool(f"no tool named {name!r} is available")
         except UnknownTool:
             raise RpcError(
                 INVALID_PARAMS, f"Unknown tool: {name!r}; tools/list shows the tools that are available"

@@ -1,4 +1,4 @@
-"""``noteloom init``, ``serve`` and ``token``."""
+"""``noteloom init`` and ``serve``; ``token`` is registered from ``token_cmds``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
+    from noteloom.cli.token_cmds import token_app
+
+    app.add_typer(token_app, name="token")
+
     @app.command()
     def init(home: Path | None = HOME_OPTION, name: str = typer.Option("owner", help="The owner's name.")) -> None:
         """Create the workspace (if needed), its owner and an access token."""
@@ -28,15 +32,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"workspace: {a.settings.data_dir}")
             typer.echo(f"database:  {_safe_url(a.settings.database_url)}")
             typer.echo(f"token:     {token}")
-
-    @app.command()
-    def token(
-        home: Path | None = HOME_OPTION,
-        new: bool = typer.Option(False, "--new", help="Revoke every earlier token and make a new one."),
-    ) -> None:
-        """Print a usable access token (``--new`` rotates it)."""
-        with opened(home) as a:
-            typer.echo(access_token(a, rotate=new))
 
     @app.command()
     def serve(

@@ -17,6 +17,13 @@ nothing: only the page's script reads it from the address bar, to sign in (then 
 What needs no credential holds no private data: the health check, the static files (ours
 and plugins', ``/plugins/NAME/static/…``), the HTML shells (the pages fetch what they show
 from ``/api/v1``), and the sign-in route, which checks the token it is given.
+
+A scoped token (``accounts.TokenScopes``), and a browser session started from one, is
+held to its scopes here, failing closed: ``/mcp`` enforces every scope per tool
+(``mcp.py``); elsewhere a read-only credential may only read (``GET``/``HEAD``; anything
+else is 403), and one limited to some tools or notebooks is refused (403, saying why)
+on every other route, since the JSON API and the pages cannot honour those limits yet.
+An expired token is a 401 like an unknown one.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Any
 
 from anyio import to_thread
 
-from noteloom.accounts import SESSION_TOUCH_MS
+from noteloom.accounts import SESSION_TOUCH_MS, TokenScopes
 from noteloom.db import now_ms
 from noteloom.errors import AuthError
 from noteloom.workspace import User, Workspace
@@ -65,6 +72,28 @@ def is_public(path: str) -> bool:
     return path in PUBLIC_PATHS or _PUBLIC_PATTERN.match(path) is not None
 
 
+#: Where a scoped credential goes with its scopes enforced per tool.
+MCP_PATH = "/mcp"
+#: Routes any live credential may use whatever its scopes: ending one's own browser session.
+ALWAYS_ALLOWED = frozenset({"/api/v1/auth/sign-out"})
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def scope_refusal(scopes: TokenScopes, method: str, path: str) -> str | None:
+    """Why a credential with ``scopes`` may not make this request here, or ``None``."""
+    if scopes.unrestricted or path == MCP_PATH or path in ALWAYS_ALLOWED:
+        return None
+    if scopes.tools is not None or scopes.notebooks:
+        limits = " and ".join(
+            w for w, on in (("some tools", scopes.tools is not None), ("some notebooks", bool(scopes.notebooks))) if on
+        )
+        return (f"this token is limited to {limits}, which only MCP (/mcp) can honour so far: "
+                "use it there, or make a token without --tools/--scope for the API and the web app")
+    if scopes.read_only and method.upper() not in READ_METHODS:
+        return "this token is read-only: it cannot change anything (make one without --read-only to write)"
+    return None
+
+
 def credential_from_scope(scope: Scope) -> tuple[str, str | None]:
     """``("token" | "session", value)`` as presented; ``value`` is ``None`` when neither came."""
     session: str | None = None
@@ -86,18 +115,24 @@ class TokenAuth:
         self.app = app
         self.workspace = workspace
         # (kind, credential) -> (user, trusted until, data version when checked,
-        #                        session: valid until and when checked, in ms)
-        self._valid: dict[tuple[str, str], tuple[User, float, int | None, tuple[int, int] | None]] = {}
+        #                        session: valid until and when checked, in ms,
+        #                        the token's scopes and expiry)
+        self._valid: dict[
+            tuple[str, str],
+            tuple[User, float, int | None, tuple[int, int] | None, tuple[TokenScopes, int | None]],
+        ] = {}
 
     def forget(self, kind: str, credential: str) -> None:
         """Stop trusting a credential this process has cached (sign-out)."""
         self._valid.pop((kind, credential), None)
 
-    def _cached(self, key: tuple[str, str]) -> User | None:
+    def _cached(self, key: tuple[str, str]) -> tuple[User, TokenScopes] | None:
         hit = self._valid.get(key)
         if hit is None:
             return None
-        user, until, version, session = hit
+        user, until, version, session, (scopes, expires) = hit
+        if expires is not None and now_ms() >= expires:
+            return None  # an expired token is asked about again (and refused), commit or not
         if session is not None:
             now = now_ms()
             # A session is checked again now and then even when nothing changed, so the
@@ -106,7 +141,7 @@ class TokenAuth:
                 return None
         current = self.workspace.data_version.current()
         fresh = version == current if current is not None else until > time.monotonic()
-        return user if fresh else None
+        return (user, scopes) if fresh else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or is_public(scope["path"]):
@@ -114,23 +149,51 @@ class TokenAuth:
             return
         kind, credential = credential_from_scope(scope)
         key = (kind, credential or "")
-        user = self._cached(key) if credential else None
-        if user is None:
+        hit = self._cached(key) if credential else None
+        if hit is None:
             version = self.workspace.data_version.current()
+            expires: int | None
             try:
                 if kind == "session":
                     found = await to_thread.run_sync(self.workspace.verify_session, credential)
-                    user, session = found.user, (found.valid_until, now_ms())
+                    user, scopes, expires = found.user, found.scopes, None
+                    session: tuple[int, int] | None = (found.valid_until, now_ms())
                 else:
-                    user, session = await to_thread.run_sync(self.workspace.verify_token, credential), None
+                    grant = await to_thread.run_sync(self.workspace.check_token, credential)
+                    user, scopes, expires, session = grant.user, grant.scopes, grant.expires_time, None
             except AuthError as exc:
                 await _unauthorized(send, str(exc))
                 return
             if len(self._valid) > 256:  # only a few credentials are ever live; never let junk pile up
                 self._valid.clear()
-            self._valid[key] = (user, time.monotonic() + TOKEN_CACHE_SECONDS, version, session)
-        scope.setdefault("state", {})["user"] = user
+            self._valid[key] = (user, time.monotonic() + TOKEN_CACHE_SECONDS, version, session, (scopes, expires))
+        else:
+            user, scopes = hit
+        refusal = scope_refusal(scopes, scope.get("method", "GET"), scope["path"])
+        if refusal is not None:
+            await _refused(send, refusal)
+            return
+        state = scope.setdefault("state", {})
+        state["user"] = user
+        state["token_scopes"] = scopes
         await self.app(scope, receive, send)
+
+
+async def _refused(send: Send, message: str) -> None:
+    """403: the credential is good, its scopes do not reach this request."""
+    body = json.dumps({"error": "forbidden", "message": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _unauthorized(send: Send, message: str) -> None:

@@ -1,5 +1,9 @@
 """MCP over Streamable HTTP: ``POST /mcp`` with one JSON-RPC message or a batch.
 
+A scoped token (or a browser session started from one) gets only what its scopes allow:
+the token middleware put them in the request's state, and :meth:`Preflight.limited`
+narrows the request's settings with them.
+
 Stateless: no sessions and no server-sent stream, so ``GET`` is 405 and every
 answer is plain JSON. The token middleware has already turned away requests
 without a valid token (401); here a browser page from a foreign origin and a
@@ -68,9 +72,11 @@ def install(api: FastAPI, app: App) -> None:
         body = await _read_body(request)
         if body is None:
             return _error(413, INVALID_REQUEST, f"Payload Too Large: at most {MAX_BODY} bytes")
-        user = request.scope.get("state", {}).get("user")
+        state = request.scope.get("state", {})
+        user = state.get("user")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.scope["headers"]}
-        reply = await server.handle_bytes(body, user, headers=headers, preflight=pre)
+        # The token's scopes narrow the tools and the notebook scope of this request.
+        reply = await server.handle_bytes(body, user, headers=headers, preflight=pre.limited(state.get("token_scopes")))
         if reply.body is None:
             return Response(status_code=202)
         return Response(reply.encode(), status_code=400 if reply.rejected else 200, media_type="application/json")
