@@ -246,7 +246,7 @@ async def test_the_api_is_documented_and_says_when_the_chat_is_not_running(app: 
 async def test_models_and_defaults_for_the_settings_drawer(app: App) -> None:
     async with running_chat(app), client(app) as c:
         models = (await c.get("/api/v1/chat/models")).json()
-    assert {"id": "echo:echo", "provider": "echo", "local": True,
+    assert {"id": "echo:echo", "provider": "echo", "private": True, "local": True,
             "capabilities": {"vision": False, "document": False}} in models["models"]
     assert set(models["defaults"]) == {"temperature", "top_p", "max_tokens", "thinking_level",
                                        "max_steps", "max_cost", "time_limit"}

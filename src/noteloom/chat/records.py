@@ -36,6 +36,7 @@ EventKind = Literal[
     "usage",  # tokens and cost so far
     "edit",  # a proposed edit to the open note
     "pending_action",  # a call waits for the user's approval
+    "privacy_warning",  # the model is not private and the chat holds private content (first, when said)
     "error",  # the turn failed; the data carries the classified code and message
     "done",  # the turn settled; always the last event of a run
 ]

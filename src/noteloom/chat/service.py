@@ -54,7 +54,7 @@ from noteloom.chat.wiring import (
     providers_of,
 )
 from noteloom.errors import ConfigError, InvalidInput, NotFound, Unavailable
-from noteloom.providers.base import TEXT_ONLY, ModelCapabilities, capabilities_of
+from noteloom.providers.base import TEXT_ONLY, ModelCapabilities, capabilities_of, is_private
 from noteloom.workspace import Note, User
 
 T = TypeVar("T")
@@ -72,6 +72,9 @@ class SendResult:
     #: The user's own message (absent for slash commands, which only leave a note).
     user_message_id: str | None = None
     created_conversation: bool = False
+    #: Said when the turn's model is not private and the chat holds private content
+    #: (``ChatService.privacy_warning``); the turn's first event says it too.
+    privacy_warning: str | None = None
 
 
 async def _thread(fn: Callable[..., T], *args: Any) -> T:
@@ -197,7 +200,9 @@ class ChatService:
             if not info.ready:
                 continue
             names = list(dict.fromkeys([*( [info.default_model] if info.default_model else []), *info.models]))
-            options += [{"id": f"{info.name}:{m}", "provider": info.name, "local": bool(info.local)} for m in names]
+            # "local" is the older name of "private", kept for clients that read it.
+            options += [{"id": f"{info.name}:{m}", "provider": info.name, "private": bool(info.private),
+                         "local": bool(info.private)} for m in names]
         try:
             default = self.runner.resolve_model(self.settings.model)[2]
         except ConfigError:
@@ -291,8 +296,37 @@ class ChatService:
             with anyio.CancelScope(shield=True):
                 await _thread(st.attachments.discard, keys)
             raise
-        self.runner.start(answer.id)
-        return SendResult(conv.id, answer.id, answer.status, asked.id, created)
+        warning = await _thread(self.privacy_warning, conv.id, model, bool(files), note_id)
+        live = self.runner.start(answer.id)
+        if warning is not None:
+            live.emit("privacy_warning", {"message": warning, "model": model})
+        return SendResult(conv.id, answer.id, answer.status, asked.id, created, warning)
+
+    def privacy_warning(self, conversation_id: str, model: str | None, sent_files: bool,
+                        note_id: str | None) -> str | None:
+        """What to tell the user when a turn on ``model`` would take private content to a model
+        that is not private (``is_private``: a server of their own, or one marked
+        ``private = true``), else ``None``. Private content, until chats carry a level of their
+        own: files attached to the conversation (now or earlier), or a note open beside the
+        chat (the model may read it). A warning only: the turn still runs (blocking)."""
+        if model is None:
+            return None
+        try:
+            provider = self.runner.resolve_model(model)[0]
+        except ConfigError:
+            return None
+        if is_private(provider):
+            return None
+        held = []
+        if sent_files or self.stores.attachments.of_conversation(conversation_id):
+            held.append("files attached to it")
+        if note_id is not None:
+            held.append("the note open beside it")
+        if not held:
+            return None
+        return (f"{model} is not a private model, and this chat holds private content ({' and '.join(held)}): "
+                f"what the model reads of it goes to provider {provider.name!r}. To keep it with you, pick a "
+                "private model (a server of your own, or one marked private = true).")
 
     async def _ingest(self, user: User, conversation_id: str | None, controls: dict[str, Any] | None,
                       uploads: Sequence[Upload]) -> list[Ingested]:

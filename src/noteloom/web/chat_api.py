@@ -130,6 +130,9 @@ class SendOut(BaseModel):
     status: str
     user_message_id: str | None = None
     created_conversation: bool = False
+    privacy_warning: str | None = Field(
+        None, description="Set when the turn's model is not private and the chat holds private content "
+        "(attached files, or the note open beside it); the turn still runs.")
 
 
 class ConfirmIn(StrictModel):
@@ -356,7 +359,9 @@ class CapabilitiesOut(BaseModel):
 class ModelOption(BaseModel):
     id: str
     provider: str
-    local: bool
+    private: bool = Field(description="Traffic to it stays private: a server of your own, or one marked "
+                          "private = true.")
+    local: bool = Field(description="The older name of private, kept for clients that read it.")
     capabilities: CapabilitiesOut
 
 
@@ -569,7 +574,8 @@ def install(api: FastAPI, app: App) -> None:
             attachments=files,
         )
         return {"conversation_id": result.conversation_id, "message_id": result.message_id, "status": result.status,
-                "user_message_id": result.user_message_id, "created_conversation": result.created_conversation}
+                "user_message_id": result.user_message_id, "created_conversation": result.created_conversation,
+                "privacy_warning": result.privacy_warning}
 
     @r.get(
         "/attachments/{attachment_id}",

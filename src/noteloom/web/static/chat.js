@@ -10,7 +10,7 @@
 (() => {
   const $ = (id) => document.getElementById(id);
   const EVENT_KINDS = ["status", "activity", "text", "thinking", "tool_call", "tool_result", "usage",
-    "edit", "pending_action", "error", "done"];
+    "edit", "pending_action", "error", "done", "privacy_warning"];
   const state = {
     conv: null,            // the open conversation (API shape)
     run: null,             // the turn being streamed: {id, es, lastSeq, started, activity}
@@ -778,10 +778,18 @@
     const seq = Number(ev.lastEventId);
     if (state.run !== run || !(seq > run.lastSeq)) return;  // a repeat after a reconnect
     run.lastSeq = seq;
-    if (seq <= run.replayUntil && kind !== "tool_call" && kind !== "tool_result") return;  // in the view already
+    // In the view already (the tool lines and the privacy notice are drawn once, whenever they come).
+    if (seq <= run.replayUntil && !["tool_call", "tool_result", "privacy_warning"].includes(kind)) return;
     const data = JSON.parse(ev.data);
     const { li, bubble } = liveBubble(run.id);
-    if (kind === "text" && bubble) {
+    if (kind === "privacy_warning") {
+      // The model is not private and the chat holds private content: said before the answer.
+      if (li.querySelector(".privacy-warning")) return;
+      li.querySelector(".who").after(h("div", { class: "card confirm privacy-warning", role: "note" },
+        h("h3", { text: "Not a private model" }), h("p", { text: data.message })));
+      announce(data.message);
+      scrollDown();
+    } else if (kind === "text" && bubble) {
       bubble.append(data.text);
       scrollDown();
     } else if (kind === "thinking") {
