@@ -920,7 +920,7 @@
     const ids = new Set();
     for (const m of state.models.models) {
       ids.add(m.id);
-      select.append(h("option", { value: m.id, text: m.id + (m.local ? " (local)" : "") }));
+      select.append(h("option", { value: m.id, text: m.id + (m.private ? " (private)" : ""), "data-private": String(Boolean(m.private)) }));
     }
     if (c.model && !ids.has(c.model)) select.append(h("option", { value: c.model, text: c.model }));
     select.value = c.model || "";
