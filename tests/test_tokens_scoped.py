@@ -315,6 +315,8 @@ async def test_the_json_api_under_scoped_expired_and_revoked_tokens(app: App) ->
         assert wrote.status_code == 403 and "read-only" in wrote.json()["message"]
         patched = await http.patch(f"/api/v1/notes/{ids['work']}", json={"title": "y"}, headers=_bearer(reader))
         assert patched.status_code == 403
+        preview = await http.post("/api/v1/notes/preview", json={"markdown": "# Hi"}, headers=_bearer(reader))
+        assert preview.status_code == 200  # POSTed, but only reads
         assert app.workspace.get_note(ids["work"]).title == "Plan apples"
         for token in (narrow, tools_only):
             refused = await http.get("/api/v1/notes", headers=_bearer(token))

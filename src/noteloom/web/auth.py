@@ -20,8 +20,8 @@ from ``/api/v1``), and the sign-in route, which checks the token it is given.
 
 A scoped token (``accounts.TokenScopes``), and a browser session started from one, is
 held to its scopes here, failing closed: ``/mcp`` enforces every scope per tool
-(``mcp.py``); elsewhere a read-only credential may only read (``GET``/``HEAD``; anything
-else is 403), and one limited to some tools or notebooks is refused (403, saying why)
+(``mcp.py``); elsewhere a read-only credential may only read (``GET``/``HEAD`` and the note
+preview; anything else is 403), and one limited to some tools or notebooks is refused (403, saying why)
 on every other route, since the JSON API and the pages cannot honour those limits yet.
 An expired token is a 401 like an unknown one.
 """
@@ -77,6 +77,8 @@ MCP_PATH = "/mcp"
 #: Routes any live credential may use whatever its scopes: ending one's own browser session.
 ALWAYS_ALLOWED = frozenset({"/api/v1/auth/sign-out"})
 READ_METHODS = frozenset({"GET", "HEAD"})
+#: Routes that are POSTed but only read (rendering a preview changes nothing).
+READ_POSTS = frozenset({"/api/v1/notes/preview"})
 
 
 def scope_refusal(scopes: TokenScopes, method: str, path: str) -> str | None:
@@ -89,7 +91,7 @@ def scope_refusal(scopes: TokenScopes, method: str, path: str) -> str | None:
         )
         return (f"this token is limited to {limits}, which only MCP (/mcp) can honour so far: "
                 "use it there, or make a token without --tools/--scope for the API and the web app")
-    if scopes.read_only and method.upper() not in READ_METHODS:
+    if scopes.read_only and method.upper() not in READ_METHODS and path not in READ_POSTS:
         return "this token is read-only: it cannot change anything (make one without --read-only to write)"
     return None
 
