@@ -165,6 +165,9 @@ def test_the_cli_makes_lists_and_revokes_scoped_tokens(run: Any, tmp_path: Path)
         assert a.workspace.check_token(token).scopes.notebooks == ("Work/*",)
     finally:
         a.close()
+    elsewhere = tmp_path / "elsewhere"
+    run("init", "--home", str(elsewhere))
+    assert "claude-desktop" not in run("token", "--home", str(elsewhere), "list")
     assert "revoked claude-desktop" in run("token", "revoke", "claude-desktop")
     assert "claude-desktop" not in run("token", "list")
     a = open_app(load_settings({"NOTELOOM_HOME": str(tmp_path / "cli-home")}), load_entry_points=False)
@@ -297,6 +300,13 @@ async def test_every_tool_that_is_not_a_read_is_absent_for_a_read_only_token(app
     reads = {t.name for t in app.registry.all() if t.effect == "read"}
     assert writes and writes <= full  # the check has something to find
     assert listed == reads
+    # A browser session started from the token carries the same limits to /mcp.
+    async with _asgi(app) as http:
+        signed = await http.post("/api/v1/auth/sign-in", json={"token": token})
+        session = {"X-Noteloom-Session": signed.json()["session"]}
+        msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        r = await http.post("/mcp", content=json.dumps(msg).encode(), headers={**MCP_HEADERS, **session})
+        assert {t["name"] for t in r.json()["result"]["tools"]} == reads
 
 
 # -- the JSON API and the pages ----------------------------------------------------------------

@@ -62,6 +62,7 @@ def token(
 ) -> None:
     """Print a usable access token (``--new`` rotates it, or makes a scoped one)."""
     if ctx.invoked_subcommand is not None:
+        ctx.obj = home  # `noteloom token --home H list` means the workspace in H
         return
     scoped = name is not None or read_only or tools is not None or bool(scope) or expires is not None
     if scoped and not new:
@@ -94,11 +95,11 @@ def token(
 
 
 @token_app.command("list")
-def token_list(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None:
+def token_list(ctx: typer.Context, home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None:
     """The live tokens: name, id, created, expires, last used, scopes (never the token)."""
     from noteloom.cli.dates import show_date
 
-    with opened(home) as a:
+    with opened(home or ctx.obj) as a:
         infos = a.workspace.list_tokens()
         if as_json:
             print_json([{"id": i.id, "name": i.name, "user": i.user_name, "created_time": i.created_time,
@@ -118,10 +119,11 @@ def token_list(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> 
 
 @token_app.command("revoke")
 def token_revoke(
+    ctx: typer.Context,
     name_or_id: str = typer.Argument(..., metavar="NAME_OR_ID", help="The token's name or id (`noteloom token list`)."),
     home: Path | None = HOME_OPTION,
 ) -> None:
     """Revoke a token (and end the browser sessions started with it)."""
-    with opened(home) as a:
+    with opened(home or ctx.obj) as a:
         info = a.workspace.revoke_token(name_or_id)
         typer.echo(f"revoked {info.name} ({info.id})")
