@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 from collections.abc import Callable
@@ -223,6 +224,8 @@ def test_models_lists_what_is_configured_without_showing_keys(invoke: Invoke, ho
     assert "sk-ant-very-secret" not in out
     # What a model reads besides text: declared in its table, known for Claude, else nothing.
     assert "vision:llava:13b (reads images)" in out and "local:qwen3:14b (" not in out
+    assert re.search(r"^local +openai +private +local:qwen3:14b", out, re.M), out
+    assert re.search(r"^anthropic +anthropic +remote +anthropic:", out, re.M), out
     assert "anthropic:claude-sonnet-4-6 (reads images, PDFs)" in out
     code, out, _ = invoke("models", "--json")
     data = json.loads(out)

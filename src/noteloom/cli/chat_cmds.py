@@ -199,8 +199,9 @@ def models(home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None
             return
         typer.echo(f"default model: {default}" if default else f"default model: none ({registry.no_model_help()})")
         for info in infos:
-            where = "local" if info.local else "remote" if info.local is not None else "?"
-            head = f"{info.name:<12} {info.type:<10} {where:<6}"
+            # Where the text goes: a private server (local, or marked private) or a remote one.
+            where = "private" if info.private else "remote" if info.private is not None else "?"
+            head = f"{info.name:<12} {info.type:<10} {where:<7}"
             if not info.ready:
                 typer.echo(f"{head} not ready: {info.problem}")
                 continue
