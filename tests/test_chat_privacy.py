@@ -1,10 +1,12 @@
 """The chat warns when private content is about to go to a model that is not private: on
 the send's answer and as the turn's first event. Private content, for now: files attached
-to the conversation, or the note open beside the chat. Models are scripted; privacy is
-what each provider declares."""
+to the conversation. Models are scripted; privacy is
+what each provider declares. The note open beside the chat is not private content: notes
+reach the chosen model through every workspace tool."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -40,16 +42,16 @@ async def client(app: App) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-async def test_a_note_open_beside_the_chat_on_a_model_that_is_not_private_is_warned_about(app: App) -> None:
+async def test_a_file_sent_to_a_model_that_is_not_private_is_warned_about(app: App) -> None:
     owner = app.workspace.ensure_owner()
-    note = app.workspace.create_note("Health", "Blood pressure 130/85.\n")
     models(app)
     async with running_chat(app) as chat:
-        sent = await chat.send(owner, "summarise", note_id=note.id, controls={"model": "cloud:script"})
+        sent = await chat.send(owner, "summarise", controls={"model": "cloud:script"},
+                               attachments=[Upload("health.txt", b"Blood pressure 130/85.\n")])
         events = await collect(chat, owner, sent.message_id)
     assert sent.privacy_warning is not None
     assert "cloud:script is not a private model" in sent.privacy_warning
-    assert "the note open beside it" in sent.privacy_warning
+    assert "files attached to it" in sent.privacy_warning
     assert events[0].kind == "privacy_warning", "said before the model answers"
     assert events[0].data == {"message": sent.privacy_warning, "model": "cloud:script"}
     assert events[-1].kind == "done" and events[-1].data["status"] == "complete", "a warning, not a gate"
@@ -60,7 +62,7 @@ async def test_no_warning_without_private_content_or_on_a_private_model(app: App
     note = app.workspace.create_note("Health", "Blood pressure 130/85.\n")
     models(app)
     async with running_chat(app) as chat:
-        plain = await chat.send(owner, "hello", controls={"model": "cloud:script"})
+        plain = await chat.send(owner, "summarise", note_id=note.id, controls={"model": "cloud:script"})
         plain_events = await collect(chat, owner, plain.message_id)
         own = await chat.send(owner, "summarise", note_id=note.id, controls={"model": "own:script"})
         own_events = await collect(chat, owner, own.message_id)
@@ -90,9 +92,9 @@ async def test_the_api_gives_the_warning_and_each_models_privacy(app: App) -> No
     models(app)
     async with running_chat(app), client(app) as c:
         listed = (await c.get("/api/v1/chat/models")).json()["models"]
-        warned = (await c.post("/api/v1/chat/send", json={
+        warned = (await c.post("/api/v1/chat/send", data={"payload": json.dumps({
             "message": "summarise", "note_context": {"note_id": note.id}, "controls": {"model": "cloud:script"},
-        })).json()
+        })}, files=[("attachments", ("health.txt", b"Blood pressure 130/85.\n", "text/plain"))])).json()
         quiet = (await c.post("/api/v1/chat/send", json={"message": "hello", "controls": {"model": "own:script"}})).json()
     by_id = {m["id"]: m for m in listed}
     assert by_id["cloud:script"]["private"] is False and by_id["own:script"]["private"] is True

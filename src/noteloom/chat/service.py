@@ -307,8 +307,10 @@ class ChatService:
         """What to tell the user when a turn on ``model`` would take private content to a model
         that is not private (``is_private``: a server of their own, or one marked
         ``private = true``), else ``None``. Private content, until chats carry a level of their
-        own: files attached to the conversation (now or earlier), or a note open beside the
-        chat (the model may read it). A warning only: the turn still runs (blocking)."""
+        own: files attached to the conversation (now or earlier). The note open beside the
+        chat is not: the user's notes reach the chosen model through every workspace tool, so
+        a warning there would show on nearly every turn and soon be ignored. A warning only:
+        the turn still runs (blocking)."""
         if model is None:
             return None
         try:
@@ -317,14 +319,10 @@ class ChatService:
             return None
         if is_private(provider):
             return None
-        held = []
-        if sent_files or self.stores.attachments.of_conversation(conversation_id):
-            held.append("files attached to it")
-        if note_id is not None:
-            held.append("the note open beside it")
-        if not held:
+        del note_id  # see above: an open note is the workspace's, not the chat's, content
+        if not (sent_files or self.stores.attachments.of_conversation(conversation_id)):
             return None
-        return (f"{model} is not a private model, and this chat holds private content ({' and '.join(held)}): "
+        return (f"{model} is not a private model, and this chat holds private content (files attached to it): "
                 f"what the model reads of it goes to provider {provider.name!r}. To keep it with you, pick a "
                 "private model (a server of your own, or one marked private = true).")
 
