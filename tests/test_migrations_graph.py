@@ -39,6 +39,7 @@ RELEASED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "0014_memory": (("0013_recipes",), ()),
     "0015_chat_attachments": (("0014_memory",), ()),
     "0016_token_scopes": (("0015_chat_attachments",), ()),
+    "0017_user_vaults": (("0016_token_scopes",), ()),
 }
 
 

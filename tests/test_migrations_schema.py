@@ -28,6 +28,7 @@ import noteloom.chat.tables
 import noteloom.memory.tables
 import noteloom.recipes.tables
 import noteloom.runs.tables
+import noteloom.vault
 import noteloom.vectors
 import noteloom.workspace.annotations
 from noteloom import db
@@ -37,7 +38,7 @@ from noteloom.workspace import Workspace
 
 #: Every module that declares tables on ``db.metadata`` (docs/schema.md). A table the
 #: migrations create and no module listed here models shows up as a difference.
-MODELS = (db, noteloom.chat.tables, noteloom.memory.tables, noteloom.runs.tables, noteloom.recipes.tables, noteloom.workspace.annotations, noteloom.vectors)
+MODELS = (db, noteloom.chat.tables, noteloom.memory.tables, noteloom.runs.tables, noteloom.recipes.tables, noteloom.workspace.annotations, noteloom.vectors, noteloom.vault)
 MERGE = "0011_one_head"
 
 

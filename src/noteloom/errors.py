@@ -20,6 +20,8 @@ Every error that noteloom raises on purpose derives from ``NoteloomError``::
     ├── SectionError         a section address resolves to nothing or to several headings
     ├── ImportExportError    an import or export could not be carried out
     ├── AuthError            a missing, wrong or revoked token
+    │   ├── Locked           the user's vault is locked: unlock it to read sealed content
+    │   └── WrongPassphrase  a vault passphrase or recovery key did not open the vault
     ├── ToolError            (tools.py) a tool call failed in a way the model can recover from
     │   └── ToolArgumentError    the arguments do not match the tool's schema
     ├── UnknownTool          (tools.py) no enabled tool by that name
@@ -153,6 +155,14 @@ class ImportExportError(NoteloomError):
 
 class AuthError(NoteloomError):
     """Missing, wrong or revoked credentials."""
+
+
+class Locked(AuthError):
+    """Sealed content needs the user's unlock window, and it is closed (``noteloom.vault``)."""
+
+
+class WrongPassphrase(AuthError):
+    """A vault passphrase or recovery key did not open the vault (``noteloom.vault``)."""
 
 
 def mapped(table: Mapping[type[BaseException], T], exc: BaseException) -> T:

@@ -1,0 +1,542 @@
+"""The vault: each user's keypair, sealed values, and the unlock window.
+
+Protected content (a private chat's messages, titles, attachments …) is stored *sealed*:
+
+- Each user has an X25519 keypair. Its public key is stored in clear, so anything may
+  **seal** for the user at any time, locked or not (background work, a turn settling).
+- Its secret key is stored encrypted under the user's **vault key** (32 random bytes), and
+  the vault key is stored twice: wrapped under a key derived from the **passphrase**
+  (Argon2id), and wrapped under a key derived from the **recovery key** (Argon2id too),
+  shown once by :meth:`Vault.create`. Changing the passphrase or rotating the keypair
+  re-wraps a small key, never the content; the recovery key stays valid across both.
+- :meth:`Vault.unlock` opens the vault key and the secret keys into an **unlock window**: an
+  in-memory record in this process (user id → opened keys, expiry on a monotonic clock),
+  closed by :meth:`Vault.lock` or when it expires. **Opening** a sealed value needs it
+  (:class:`~noteloom.errors.Locked` otherwise). Nothing of the window is ever written.
+
+One sealed value (:meth:`Vault.seal`)::
+
+    nlv1:<generation>:<sealed data key>:<content>
+
+A fresh random 32-byte data key (DEK) per value encrypts the content with
+XChaCha20-Poly1305 (``nacl.secret.Aead``, random 24-byte nonce); the associated data binds it
+to the user, the item id and the field, so a value copied to another row or column does not
+open. The DEK is sealed to the user's public key of ``generation`` with a libsodium sealed box
+(``nacl.public.SealedBox``: ephemeral X25519 + XSalsa20-Poly1305). Both parts are URL-safe
+base64 without padding, so the value fits a TEXT column. The DEK part is separable: key
+rotation (:meth:`Vault.rotate`, then :meth:`Vault.reseal_key` per value) re-seals only it and
+leaves the content part byte for byte as it was. Retired secret keys stay in the vault
+(encrypted under the vault key) so values not yet re-sealed still open.
+
+Why PyNaCl (libsodium) and not ``cryptography``: libsodium has the sealed box as one
+maintained, specified primitive (``crypto_box_seal``); with ``cryptography`` we would have to
+assemble X25519 + a KDF + an AEAD into an ECIES of our own. PyNaCl also carries Argon2id and
+XChaCha20-Poly1305 (whose 192-bit random nonces need no counter).
+
+Argon2id runs at libsodium's INTERACTIVE limits (2 passes, 64 MiB): about 0.08 s per unlock
+on the development machine (MODERATE, 3 passes and 256 MiB, took 0.5 s). The limits are
+stored per vault, so raising them later leaves existing vaults readable.
+
+A lost passphrase *and* recovery key means the sealed content cannot be read by anyone:
+surfaces that set a passphrase say so.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NewType
+
+import nacl.exceptions
+import nacl.pwhash.argon2id as argon2id
+import nacl.utils
+import sqlalchemy as sa
+from nacl.public import PrivateKey, PublicKey, SealedBox
+from nacl.secret import Aead
+from sqlalchemy.engine import Connection, Engine
+
+from noteloom.db import ID, MS, metadata, now_ms, reading, writing
+from noteloom.errors import Conflict, InvalidInput, Locked, NotFound, WrongPassphrase
+
+#: The prefix of every sealed value of this format.
+PREFIX = "nlv1"
+#: Argon2id limits for new vaults (libsodium's INTERACTIVE: 2 passes, 64 MiB).
+KDF_OPSLIMIT = argon2id.OPSLIMIT_INTERACTIVE
+KDF_MEMLIMIT = argon2id.MEMLIMIT_INTERACTIVE
+#: How long an unlock window stays open unless the caller says otherwise.
+DEFAULT_TTL_S = 15 * 60.0
+#: The shortest passphrase accepted.
+MIN_PASSPHRASE_CHARS = 8
+
+KEY_BYTES = 32
+RecoveryKey = NewType("RecoveryKey", str)
+"""A vault's recovery key as shown to its user: 52 base32 characters in groups of four."""
+
+user_vaults = sa.Table(
+    "user_vaults",
+    metadata,
+    sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("key_generation", sa.Integer, nullable=False),
+    sa.Column("public_key", sa.Text, nullable=False),
+    # The secret key of key_generation, encrypted under the vault key.
+    sa.Column("secret_key", sa.Text, nullable=False),
+    # Older generations' secret keys ({"1": …}), encrypted under the vault key.
+    sa.Column("retired_keys", sa.JSON, nullable=False),
+    # The vault key, wrapped under Argon2id(passphrase) and under Argon2id(recovery key).
+    sa.Column("passphrase_wrapped", sa.Text, nullable=False),
+    sa.Column("passphrase_salt", sa.Text, nullable=False),
+    sa.Column("recovery_wrapped", sa.Text, nullable=False),
+    sa.Column("recovery_salt", sa.Text, nullable=False),
+    sa.Column("kdf_opslimit", sa.Integer, nullable=False),
+    sa.Column("kdf_memlimit", sa.BigInteger, nullable=False),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("updated_time", MS, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class Window:
+    """An open unlock window (what callers may see of it: no key material)."""
+
+    user_id: str
+    expires_at: float  # on the vault's monotonic clock
+    generation: int
+
+
+@dataclass
+class _Opened:
+    vault_key: bytes
+    keys: dict[int, PrivateKey]
+    generation: int
+    expires_at: float
+    boxes: dict[int, SealedBox[PrivateKey]] = field(default_factory=dict)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _ad(*parts: str) -> bytes:
+    """Associated data: the parts joined by NUL (none of them may hold one)."""
+    return b"\0".join(p.encode("utf-8") for p in (PREFIX, *parts))
+
+
+def _kdf(secret: str, salt: bytes, opslimit: int, memlimit: int) -> bytes:
+    return argon2id.kdf(
+        KEY_BYTES, secret.encode("utf-8"), salt, opslimit=opslimit, memlimit=memlimit
+    )
+
+
+def _check_passphrase(passphrase: str, name: str = "passphrase") -> None:
+    if not isinstance(passphrase, str) or len(passphrase) < MIN_PASSPHRASE_CHARS:
+        raise InvalidInput(f"{name} must be at least {MIN_PASSPHRASE_CHARS} characters", field=name)
+
+
+def _check_part(value: str, name: str) -> None:
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise InvalidInput(f"{name} must be a non-empty string without NUL characters", field=name)
+
+
+def _recovery_text(raw: bytes) -> RecoveryKey:
+    text = base64.b32encode(raw).decode("ascii").rstrip("=")
+    return RecoveryKey("-".join(text[i : i + 4] for i in range(0, len(text), 4)))
+
+
+def _normal_recovery(text: str) -> str:
+    return "".join(str(text).split()).replace("-", "").upper()
+
+
+@dataclass(frozen=True)
+class _Parts:
+    generation: int
+    sealed_key: bytes
+    content: str  # kept as stored, so a re-seal copies it unchanged
+
+
+def _parse(sealed: str) -> _Parts:
+    bad = InvalidInput(
+        f"not a sealed value (expected '{PREFIX}:<generation>:<key>:<content>')", field="sealed"
+    )
+    if not isinstance(sealed, str):
+        raise bad
+    parts = sealed.split(":")
+    if len(parts) != 4 or parts[0] != PREFIX or not parts[1].isdigit():
+        raise bad
+    try:
+        return _Parts(int(parts[1]), _unb64(parts[2]), parts[3])
+    except (binascii.Error, ValueError):
+        raise bad from None
+
+
+def is_sealed(value: object) -> bool:
+    """Whether ``value`` has the form of a sealed value (a cheap check, nothing is opened)."""
+    try:
+        _parse(value)  # type: ignore[arg-type]
+    except InvalidInput:
+        return False
+    return True
+
+
+class Vault:
+    """Users' keypairs in ``user_vaults`` and their unlock windows in this process.
+
+    ``clock`` is a monotonic clock (seconds), injectable so tests can expire a window
+    without waiting. Every method that touches the database takes an optional ``conn`` to
+    join the caller's transaction."""
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.engine = engine
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._windows: dict[str, _Opened] = {}
+
+    # --- rows ------------------------------------------------------------------------
+
+    def _row(self, conn: Connection, user_id: str) -> Any:
+        row = conn.execute(sa.select(user_vaults).where(user_vaults.c.user_id == user_id)).first()
+        if row is None:
+            raise NotFound(f"user {user_id!r} has no vault: set a vault passphrase first")
+        return row
+
+    def exists(self, user_id: str, *, conn: Connection | None = None) -> bool:
+        with reading(self.engine, conn) as c:
+            found = c.execute(
+                sa.select(user_vaults.c.user_id).where(user_vaults.c.user_id == user_id)
+            ).first()
+        return found is not None
+
+    def generation(self, user_id: str, *, conn: Connection | None = None) -> int:
+        """The user's current key generation (what :meth:`seal` seals to)."""
+        with reading(self.engine, conn) as c:
+            return int(self._row(c, user_id).key_generation)
+
+    # --- setting up and keys -----------------------------------------------------------
+
+    def create(
+        self, user_id: str, passphrase: str, *, conn: Connection | None = None
+    ) -> RecoveryKey:
+        """Give ``user_id`` a vault: a keypair, locked by ``passphrase``. Returns the recovery
+        key, to be shown once: it is the only other way in, and it is not stored."""
+        _check_passphrase(passphrase)
+        vault_key = nacl.utils.random(KEY_BYTES)
+        raw_recovery = nacl.utils.random(KEY_BYTES)
+        recovery = _recovery_text(raw_recovery)
+        secret = PrivateKey.generate()
+        p_salt, r_salt = (
+            nacl.utils.random(argon2id.SALTBYTES),
+            nacl.utils.random(argon2id.SALTBYTES),
+        )
+        now = now_ms()
+        with writing(self.engine, conn) as c:
+            if c.execute(
+                sa.select(user_vaults.c.user_id).where(user_vaults.c.user_id == user_id)
+            ).first():
+                raise Conflict(
+                    f"user {user_id!r} has a vault already: change its passphrase instead"
+                )
+            c.execute(
+                user_vaults.insert().values(
+                    user_id=user_id,
+                    key_generation=1,
+                    public_key=_b64(bytes(secret.public_key)),
+                    secret_key=self._wrap_secret(vault_key, user_id, 1, secret),
+                    retired_keys={},
+                    passphrase_wrapped=_b64(
+                        Aead(_kdf(passphrase, p_salt, KDF_OPSLIMIT, KDF_MEMLIMIT)).encrypt(
+                            vault_key, _ad(user_id, "passphrase")
+                        )
+                    ),
+                    passphrase_salt=_b64(p_salt),
+                    recovery_wrapped=_b64(
+                        Aead(
+                            _kdf(_normal_recovery(recovery), r_salt, KDF_OPSLIMIT, KDF_MEMLIMIT)
+                        ).encrypt(vault_key, _ad(user_id, "recovery"))
+                    ),
+                    recovery_salt=_b64(r_salt),
+                    kdf_opslimit=KDF_OPSLIMIT,
+                    kdf_memlimit=KDF_MEMLIMIT,
+                    created_time=now,
+                    updated_time=now,
+                )
+            )
+        return recovery
+
+    @staticmethod
+    def _wrap_secret(vault_key: bytes, user_id: str, generation: int, secret: PrivateKey) -> str:
+        return _b64(Aead(vault_key).encrypt(bytes(secret), _ad(user_id, "secret", str(generation))))
+
+    @staticmethod
+    def _unwrap_secret(vault_key: bytes, user_id: str, generation: int, wrapped: str) -> PrivateKey:
+        return PrivateKey(
+            Aead(vault_key).decrypt(_unb64(wrapped), _ad(user_id, "secret", str(generation)))
+        )
+
+    def _open_vault_key(self, row: Any, secret: str, which: str) -> bytes:
+        salt = _unb64(row.passphrase_salt if which == "passphrase" else row.recovery_salt)
+        wrapped = _unb64(row.passphrase_wrapped if which == "passphrase" else row.recovery_wrapped)
+        key = _kdf(secret, salt, int(row.kdf_opslimit), int(row.kdf_memlimit))
+        try:
+            return Aead(key).decrypt(wrapped, _ad(row.user_id, which))
+        except nacl.exceptions.CryptoError:
+            if which == "passphrase":
+                raise WrongPassphrase(
+                    "the vault passphrase is wrong: try again, or use the recovery key"
+                ) from None
+            raise WrongPassphrase(
+                "the recovery key is wrong: check it against the one shown when the vault was set up"
+            ) from None
+
+    def _rewrap_passphrase(
+        self, c: Connection, row: Any, vault_key: bytes, passphrase: str
+    ) -> None:
+        salt = nacl.utils.random(argon2id.SALTBYTES)
+        wrapped = Aead(_kdf(passphrase, salt, KDF_OPSLIMIT, KDF_MEMLIMIT)).encrypt(
+            vault_key, _ad(row.user_id, "passphrase")
+        )
+        c.execute(
+            user_vaults.update()
+            .where(user_vaults.c.user_id == row.user_id)
+            .values(
+                passphrase_wrapped=_b64(wrapped),
+                passphrase_salt=_b64(salt),
+                kdf_opslimit=KDF_OPSLIMIT,
+                kdf_memlimit=KDF_MEMLIMIT,
+                updated_time=now_ms(),
+            )
+        )
+
+    # --- the window ---------------------------------------------------------------------
+
+    def _open_window(self, row: Any, vault_key: bytes, ttl_s: float) -> Window:
+        if not ttl_s > 0:
+            raise InvalidInput("ttl_s must be a positive number of seconds", field="ttl_s")
+        generation = int(row.key_generation)
+        keys = {generation: self._unwrap_secret(vault_key, row.user_id, generation, row.secret_key)}
+        for gen, wrapped in (row.retired_keys or {}).items():
+            keys[int(gen)] = self._unwrap_secret(vault_key, row.user_id, int(gen), wrapped)
+        opened = _Opened(vault_key, keys, generation, self._clock() + ttl_s)
+        with self._lock:
+            self._windows[row.user_id] = opened
+        return Window(row.user_id, opened.expires_at, generation)
+
+    def _window(self, user_id: str) -> _Opened:
+        with self._lock:
+            opened = self._windows.get(user_id)
+            if opened is not None and self._clock() >= opened.expires_at:
+                del self._windows[user_id]
+                opened = None
+        if opened is None:
+            raise Locked(
+                f"the vault of user {user_id!r} is locked: unlock it with the vault passphrase"
+            )
+        return opened
+
+    def unlock(
+        self,
+        user_id: str,
+        passphrase: str,
+        ttl_s: float = DEFAULT_TTL_S,
+        *,
+        conn: Connection | None = None,
+    ) -> Window:
+        """Open ``user_id``'s window for ``ttl_s`` seconds (a window already open is replaced).
+        A wrong passphrase raises :class:`~noteloom.errors.WrongPassphrase`."""
+        with reading(self.engine, conn) as c:
+            row = self._row(c, user_id)
+        return self._open_window(
+            row, self._open_vault_key(row, str(passphrase), "passphrase"), ttl_s
+        )
+
+    def unlock_with_recovery(
+        self,
+        user_id: str,
+        recovery_key: str,
+        new_passphrase: str,
+        ttl_s: float = DEFAULT_TTL_S,
+        *,
+        conn: Connection | None = None,
+    ) -> Window:
+        """Open the vault with its recovery key and set ``new_passphrase`` (the old one stops
+        working); the window opens too. The recovery key stays valid."""
+        _check_passphrase(new_passphrase, "new_passphrase")
+        with writing(self.engine, conn) as c:
+            row = self._row(c, user_id)
+            vault_key = self._open_vault_key(row, _normal_recovery(recovery_key), "recovery")
+            self._rewrap_passphrase(c, row, vault_key, new_passphrase)
+        return self._open_window(row, vault_key, ttl_s)
+
+    def change_passphrase(
+        self, user_id: str, old: str, new: str, *, conn: Connection | None = None
+    ) -> None:
+        """Replace the passphrase (``old`` must be right). Sealed values are untouched."""
+        _check_passphrase(new, "new_passphrase")
+        with writing(self.engine, conn) as c:
+            row = self._row(c, user_id)
+            self._rewrap_passphrase(c, row, self._open_vault_key(row, str(old), "passphrase"), new)
+
+    def lock(self, user_id: str) -> None:
+        """Close ``user_id``'s window (nothing happens when none is open)."""
+        with self._lock:
+            self._windows.pop(user_id, None)
+
+    def is_unlocked(self, user_id: str) -> bool:
+        try:
+            self._window(user_id)
+        except Locked:
+            return False
+        return True
+
+    def window(self, user_id: str) -> Window | None:
+        """The open window of ``user_id``, or ``None`` when locked."""
+        try:
+            opened = self._window(user_id)
+        except Locked:
+            return None
+        return Window(user_id, opened.expires_at, opened.generation)
+
+    # --- sealing ------------------------------------------------------------------------
+
+    def seal(
+        self,
+        user_id: str,
+        item_id: str,
+        field: str,
+        plaintext: bytes | str,
+        *,
+        conn: Connection | None = None,
+    ) -> str:
+        """``plaintext`` sealed for ``user_id``, bound to ``item_id`` and ``field`` (works while
+        locked: only the public key is read). Text is sealed as its UTF-8."""
+        _check_part(item_id, "item_id")
+        _check_part(field, "field")
+        data = plaintext.encode("utf-8") if isinstance(plaintext, str) else bytes(plaintext)
+        with reading(self.engine, conn) as c:
+            row = self._row(c, user_id)
+        dek = nacl.utils.random(KEY_BYTES)
+        content = Aead(dek).encrypt(data, _ad(user_id, item_id, field))
+        sealed_key = SealedBox(PublicKey(_unb64(row.public_key))).encrypt(dek)
+        return f"{PREFIX}:{int(row.key_generation)}:{_b64(sealed_key)}:{_b64(bytes(content))}"
+
+    def _dek(self, opened: _Opened, user_id: str, parts: _Parts) -> bytes:
+        key = opened.keys.get(parts.generation)
+        if key is None:
+            raise InvalidInput(
+                f"this sealed value is for key generation {parts.generation}, which user {user_id!r}'s vault does not hold",
+                field="sealed",
+            )
+        box = opened.boxes.get(parts.generation)
+        if box is None:
+            box = opened.boxes[parts.generation] = SealedBox(key)
+        try:
+            return box.decrypt(parts.sealed_key)
+        except nacl.exceptions.CryptoError:
+            raise InvalidInput(
+                "the sealed value's key does not open: it was altered or sealed for someone else",
+                field="sealed",
+            ) from None
+
+    def open(self, user_id: str, item_id: str, field: str, sealed: str) -> bytes:
+        """The plaintext of ``sealed`` (needs the window: :class:`~noteloom.errors.Locked`
+        otherwise). A value altered, or moved from another item or field, raises
+        ``InvalidInput(field="sealed")``."""
+        parts = _parse(sealed)
+        opened = self._window(user_id)
+        dek = self._dek(opened, user_id, parts)
+        try:
+            return Aead(dek).decrypt(_unb64(parts.content), _ad(user_id, item_id, field))
+        except (nacl.exceptions.CryptoError, binascii.Error, ValueError):
+            raise InvalidInput(
+                f"the sealed value does not open as {field!r} of item {item_id!r}: it was altered or belongs elsewhere",
+                field="sealed",
+            ) from None
+
+    def open_text(self, user_id: str, item_id: str, field: str, sealed: str) -> str:
+        """:meth:`open`, decoded from UTF-8."""
+        return self.open(user_id, item_id, field, sealed).decode("utf-8")
+
+    # --- rotation -----------------------------------------------------------------------
+
+    def rotate(self, user_id: str, *, conn: Connection | None = None) -> int:
+        """Give ``user_id`` a new keypair (needs the window) and return its generation. New
+        values seal to it; the old secret key is kept (encrypted under the vault key) so
+        values sealed before still open until :meth:`reseal_key` has moved them."""
+        opened = self._window(user_id)
+        with writing(self.engine, conn) as c:
+            row = self._row(c, user_id)
+            old = int(row.key_generation)
+            new = old + 1
+            secret = PrivateKey.generate()
+            retired = dict(row.retired_keys or {})
+            retired[str(old)] = row.secret_key
+            c.execute(
+                user_vaults.update()
+                .where(user_vaults.c.user_id == user_id)
+                .values(
+                    key_generation=new,
+                    public_key=_b64(bytes(secret.public_key)),
+                    secret_key=self._wrap_secret(opened.vault_key, user_id, new, secret),
+                    retired_keys=retired,
+                    updated_time=now_ms(),
+                )
+            )
+        with self._lock:
+            opened.keys[new] = secret
+            opened.generation = new
+        return new
+
+    def reseal_key(self, user_id: str, sealed: str, *, conn: Connection | None = None) -> str:
+        """``sealed`` with its data key sealed to the current generation (needs the window);
+        the content part is copied unchanged. A value at the current generation comes back as is."""
+        parts = _parse(sealed)
+        opened = self._window(user_id)
+        with reading(self.engine, conn) as c:
+            row = self._row(c, user_id)
+        current = int(row.key_generation)
+        if parts.generation == current:
+            return sealed
+        dek = self._dek(opened, user_id, parts)
+        sealed_key = SealedBox(PublicKey(_unb64(row.public_key))).encrypt(dek)
+        return f"{PREFIX}:{current}:{_b64(sealed_key)}:{parts.content}"
+
+    def retire(self, user_id: str, generation: int, *, conn: Connection | None = None) -> None:
+        """Forget an old generation's secret key once every value sealed to it was re-sealed:
+        values still at it stop opening for good."""
+        with writing(self.engine, conn) as c:
+            row = self._row(c, user_id)
+            retired = dict(row.retired_keys or {})
+            if str(generation) not in retired:
+                raise NotFound(
+                    f"user {user_id!r}'s vault holds no retired key generation {generation}"
+                )
+            del retired[str(generation)]
+            c.execute(
+                user_vaults.update()
+                .where(user_vaults.c.user_id == user_id)
+                .values(retired_keys=retired, updated_time=now_ms())
+            )
+        with self._lock:
+            opened = self._windows.get(user_id)
+            if opened is not None:
+                opened.keys.pop(generation, None)
+                opened.boxes.pop(generation, None)
+
+
+__all__ = [
+    "DEFAULT_TTL_S",
+    "KDF_MEMLIMIT",
+    "KDF_OPSLIMIT",
+    "PREFIX",
+    "RecoveryKey",
+    "Vault",
+    "Window",
+    "is_sealed",
+    "user_vaults",
+]
