@@ -313,3 +313,25 @@ def test_storage_on_sqlite_and_postgresql(any_app: App, clock: Clock) -> None:
     assert row.key_generation == 2 and set(row.retired_keys) == {"1"}
     assert row.created_time <= row.updated_time
     assert vault.exists(owner) and not vault.exists("0" * 32)
+
+
+def test_a_window_opened_before_another_process_rotated_still_opens_new_values(
+    app: App, vault: Vault, owner: str, made: str, clock: Clock
+) -> None:
+    vault.unlock(owner, PASS)  # this process's window: generation 1 only
+    other = Vault(app.engine, clock=clock)  # another worker on the same database
+    other.unlock(owner, PASS)
+    assert other.rotate(owner) == 2
+    sealed = vault.seal(owner, "m", "content", "sealed to generation 2")
+    assert sealed.startswith(f"{PREFIX}:2:")
+    assert vault.open(owner, "m", "content", sealed) == b"sealed to generation 2"
+    assert vault.window(owner) is not None and vault.window(owner).generation == 2  # type: ignore[union-attr]
+
+
+def test_a_passphrase_matches_whatever_unicode_form_it_is_typed_in(
+    vault: Vault, owner: str
+) -> None:
+    composed, decomposed = "caf\u00e9 au lait", "cafe\u0301 au lait"
+    vault.create(owner, composed)
+    vault.unlock(owner, decomposed)
+    assert vault.is_unlocked(owner)

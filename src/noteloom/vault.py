@@ -33,9 +33,15 @@ maintained, specified primitive (``crypto_box_seal``); with ``cryptography`` we 
 assemble X25519 + a KDF + an AEAD into an ECIES of our own. PyNaCl also carries Argon2id and
 XChaCha20-Poly1305 (whose 192-bit random nonces need no counter).
 
-Argon2id runs at libsodium's INTERACTIVE limits (2 passes, 64 MiB): about 0.08 s per unlock
-on the development machine (MODERATE, 3 passes and 256 MiB, took 0.5 s). The limits are
-stored per vault, so raising them later leaves existing vaults readable.
+Argon2id runs at libsodium's INTERACTIVE limits (2 passes, 64 MiB): an unlock took 0.07 s
+on the 2-core development machine (MODERATE, 3 passes and 256 MiB, took 0.5 s); opening a
+1 kB value about 0.1 ms, sealing one about 1 ms (a read of the public key included). The
+limits are stored per vault, so raising them later leaves existing vaults readable.
+
+Windows live in the process that opened them: each ``noteloom serve`` worker holds its own
+(a request routed to another worker finds it locked). A window opened before another
+process rotated the keypair loads the new generation's key from the row when it first
+meets it; one that process retired stays in an open window until it closes.
 
 A lost passphrase *and* recovery key means the sealed content cannot be read by anyone:
 surfaces that set a passphrase say so.
@@ -47,6 +53,7 @@ import base64
 import binascii
 import threading
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NewType
@@ -130,6 +137,9 @@ def _ad(*parts: str) -> bytes:
 
 
 def _kdf(secret: str, salt: bytes, opslimit: int, memlimit: int) -> bytes:
+    """Argon2id over ``secret`` in Unicode NFC, so a passphrase typed on another keyboard (a
+    composed or a decomposed "é") derives the same key."""
+    secret = unicodedata.normalize("NFC", secret)
     return argon2id.kdf(
         KEY_BYTES, secret.encode("utf-8"), salt, opslimit=opslimit, memlimit=memlimit
     )
@@ -200,8 +210,11 @@ class Vault:
 
     # --- rows ------------------------------------------------------------------------
 
-    def _row(self, conn: Connection, user_id: str) -> Any:
-        row = conn.execute(sa.select(user_vaults).where(user_vaults.c.user_id == user_id)).first()
+    def _row(self, conn: Connection, user_id: str, *, for_update: bool = False) -> Any:
+        """The vault row of ``user_id``; ``for_update`` locks it on PostgreSQL (two rotations
+        or passphrase changes at once take turns; SQLite's write transaction already does)."""
+        query = sa.select(user_vaults).where(user_vaults.c.user_id == user_id)
+        row = conn.execute(query.with_for_update() if for_update else query).first()
         if row is None:
             raise NotFound(f"user {user_id!r} has no vault: set a vault passphrase first")
         return row
@@ -368,7 +381,7 @@ class Vault:
         working); the window opens too. The recovery key stays valid."""
         _check_passphrase(new_passphrase, "new_passphrase")
         with writing(self.engine, conn) as c:
-            row = self._row(c, user_id)
+            row = self._row(c, user_id, for_update=True)
             vault_key = self._open_vault_key(row, _normal_recovery(recovery_key), "recovery")
             self._rewrap_passphrase(c, row, vault_key, new_passphrase)
         return self._open_window(row, vault_key, ttl_s)
@@ -379,7 +392,7 @@ class Vault:
         """Replace the passphrase (``old`` must be right). Sealed values are untouched."""
         _check_passphrase(new, "new_passphrase")
         with writing(self.engine, conn) as c:
-            row = self._row(c, user_id)
+            row = self._row(c, user_id, for_update=True)
             self._rewrap_passphrase(c, row, self._open_vault_key(row, str(old), "passphrase"), new)
 
     def lock(self, user_id: str) -> None:
@@ -426,7 +439,9 @@ class Vault:
         return f"{PREFIX}:{int(row.key_generation)}:{_b64(sealed_key)}:{_b64(bytes(content))}"
 
     def _dek(self, opened: _Opened, user_id: str, parts: _Parts) -> bytes:
-        key = opened.keys.get(parts.generation)
+        key = opened.keys.get(parts.generation) or self._load_generation(
+            opened, user_id, parts.generation
+        )
         if key is None:
             raise InvalidInput(
                 f"this sealed value is for key generation {parts.generation}, which user {user_id!r}'s vault does not hold",
@@ -442,6 +457,23 @@ class Vault:
                 "the sealed value's key does not open: it was altered or sealed for someone else",
                 field="sealed",
             ) from None
+
+    def _load_generation(self, opened: _Opened, user_id: str, generation: int) -> PrivateKey | None:
+        """The secret key of ``generation`` read from the row, for a window opened before
+        another process rotated the keypair; ``None`` when the vault does not hold it."""
+        with reading(self.engine, None) as c:
+            row = self._row(c, user_id)
+        if generation == int(row.key_generation):
+            wrapped = row.secret_key
+        else:
+            wrapped = (row.retired_keys or {}).get(str(generation))
+        if wrapped is None:
+            return None
+        key = self._unwrap_secret(opened.vault_key, user_id, generation, wrapped)
+        with self._lock:
+            opened.keys[generation] = key
+            opened.generation = max(opened.generation, int(row.key_generation))
+        return key
 
     def open(self, user_id: str, item_id: str, field: str, sealed: str) -> bytes:
         """The plaintext of ``sealed`` (needs the window: :class:`~noteloom.errors.Locked`
@@ -470,7 +502,7 @@ class Vault:
         values sealed before still open until :meth:`reseal_key` has moved them."""
         opened = self._window(user_id)
         with writing(self.engine, conn) as c:
-            row = self._row(c, user_id)
+            row = self._row(c, user_id, for_update=True)
             old = int(row.key_generation)
             new = old + 1
             secret = PrivateKey.generate()
@@ -510,7 +542,7 @@ class Vault:
         """Forget an old generation's secret key once every value sealed to it was re-sealed:
         values still at it stop opening for good."""
         with writing(self.engine, conn) as c:
-            row = self._row(c, user_id)
+            row = self._row(c, user_id, for_update=True)
             retired = dict(row.retired_keys or {})
             if str(generation) not in retired:
                 raise NotFound(
