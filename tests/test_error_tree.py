@@ -252,3 +252,16 @@ def test_the_command_line_names_the_option_and_exits_by_kind() -> None:
     assert run(NotFound("no note 'x'")) == (1, "error: no note 'x'\n")
     assert run(Unavailable("the embedding service is not running; start `noteloom serve`"))[0] == UNAVAILABLE
     assert run(Busy("an import holds the workspace; run it again when it is done"))[0] == TRY_AGAIN
+
+
+def test_a_closed_vault_is_not_a_failed_sign_in() -> None:
+    """Sealed content behind a closed unlock window is 423 (a 401 would send the browser to sign
+    in again), a wrong passphrase 403; a tool tells the model to have the user unlock first."""
+    from noteloom.errors import AuthError, Locked, WrongPassphrase
+
+    assert issubclass(Locked, AuthError) and issubclass(WrongPassphrase, AuthError)
+    locked, wrong = mapped(HTTP_ERRORS, Locked("x")), mapped(HTTP_ERRORS, WrongPassphrase("x"))
+    assert (locked.status, locked.error) == (423, "locked")
+    assert (wrong.status, wrong.error) == (403, "wrong_passphrase")
+    assert mapped(HTTP_ERRORS, AuthError("x")).status == 401
+    assert mapped(TOOL_ERRORS, Locked("x")) == "recoverable" and mapped(TOOL_ERRORS, AuthError("x")) == "bug"

@@ -38,6 +38,7 @@ from noteloom.errors import (
     EmbeddingError,
     ImportExportError,
     InvalidInput,
+    Locked,
     NoteloomError,
     NotFound,
     QueryError,
@@ -45,6 +46,7 @@ from noteloom.errors import (
     StorageError,
     Unavailable,
     WorkspaceError,
+    WrongPassphrase,
     mapped,
 )
 from noteloom.jsonvalues import find_problem
@@ -115,6 +117,9 @@ TOOL_ERRORS: dict[type[BaseException], ToolOutcome] = {
     SectionError: "recoverable",
     ImportExportError: "bug",
     AuthError: "bug",
+    # The model is told the user must unlock their vault first (nothing it can fix itself).
+    Locked: "recoverable",
+    WrongPassphrase: "recoverable",
     ToolError: "recoverable",
     ToolArgumentError: "recoverable",
     UnknownTool: "bug",

@@ -38,6 +38,7 @@ from noteloom.errors import (
     EmbeddingError,
     ImportExportError,
     InvalidInput,
+    Locked,
     NoteloomError,
     NotFound,
     QueryError,
@@ -45,6 +46,7 @@ from noteloom.errors import (
     StorageError,
     Unavailable,
     WorkspaceError,
+    WrongPassphrase,
     mapped,
 )
 from noteloom.jsonvalues import MAX_SAFE_INTEGER, dumps, dumps_bytes, find_problem
@@ -120,6 +122,10 @@ HTTP_ERRORS: dict[type[BaseException], HttpAnswer] = {
     SectionError: HttpAnswer(400, "bad_section"),
     ImportExportError: HttpAnswer(400, "import_export_failed"),
     AuthError: HttpAnswer(401, "unauthorized"),
+    # The credential is fine; sealed content waits for the user's unlock window. Not 401,
+    # which would send the browser to sign in again.
+    Locked: HttpAnswer(423, "locked"),
+    WrongPassphrase: HttpAnswer(403, "wrong_passphrase"),
     ToolError: HttpAnswer(400, "tool_error"),
     ToolArgumentError: HttpAnswer(400, "tool_error"),
     UnknownTool: HttpAnswer(404, "not_found"),
