@@ -19,7 +19,8 @@ async def client(app: App, token: str | None = None) -> AsyncIterator[httpx.Asyn
     """A client of ``app``'s web app in this process, signed in with ``token`` (the owner's by default)."""
     token = token or access_token(app)
     transport = httpx.ASGITransport(app=create_web_app(app))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver",
+    # The timeout only bounds a hung app (a busy machine is slow, never this slow).
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=120,
                                  headers={"Authorization": f"Bearer {token}"}) as c:
         yield c
 

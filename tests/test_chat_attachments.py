@@ -9,8 +9,7 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import httpx2 as httpx
 import pytest
 import sqlalchemy as sa
 
-from api_support import second_user
+from api_support import client, second_user
 from attachment_support import (
     html_with_scripts,
     pdf_bomb,
@@ -30,14 +29,13 @@ from attachment_support import (
 )
 from chat_support import running_chat
 from noteloom import db
-from noteloom.app import App, access_token
+from noteloom.app import App
 from noteloom.attachments import BlobStore
 from noteloom.chat import tables as t
 from noteloom.config import ServerLimits
 from noteloom.messages import DocumentPart, ImagePart, Message, TextPart
 from noteloom.providers.base import ModelCapabilities, ModelRequest
 from noteloom.providers.scripted import ScriptedProvider, Step
-from noteloom.web.app import create_web_app
 
 pytestmark = pytest.mark.anyio
 BOTH = ModelCapabilities(vision=True, document=True)
@@ -55,13 +53,6 @@ def model(app: App, steps: Sequence[Step], name: str = "play", caps: ModelCapabi
     app.services["providers"].add(provider)
     return provider
 
-
-@asynccontextmanager
-async def client(app: App, token: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_web_app(app))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=120,
-                                 headers={"Authorization": f"Bearer {token or access_token(app)}"}) as c:
-        yield c
 
 
 async def send(c: httpx.AsyncClient, payload: dict[str, Any], files: Sequence[tuple[str, bytes]]) -> httpx.Response:

@@ -7,17 +7,14 @@ reach the chosen model through every workspace tool."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
-import httpx2 as httpx
 import pytest
 
+from api_support import client
 from chat_support import collect, running_chat
-from noteloom.app import App, access_token
+from noteloom.app import App
 from noteloom.chat.attachments import Upload
 from noteloom.providers.scripted import ScriptedProvider
-from noteloom.web.app import create_web_app
 
 pytestmark = pytest.mark.anyio
 
@@ -33,13 +30,6 @@ def models(app: App) -> None:
     providers.add(ScriptedProvider("cloud", [{"text": "Done."}], loop=True, local=False))
     providers.add(ScriptedProvider("own", [{"text": "Done."}], loop=True))
 
-
-@asynccontextmanager
-async def client(app: App) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_web_app(app))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver",
-                                 headers={"Authorization": f"Bearer {access_token(app)}"}) as c:
-        yield c
 
 
 async def test_a_file_sent_to_a_model_that_is_not_private_is_warned_about(app: App) -> None:
