@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
 import pytest
 
+from http_support import loopback_http
 from noteloom.app import App
 from noteloom.db import new_id, now_ms, users, write_tx
 from noteloom.errors import InvalidInput, NotFound, OutboundRefused
@@ -76,17 +76,8 @@ def _handler(rx: Receiver) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     rx = Receiver()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(rx))
-    httpd.daemon_threads = True
-    rx.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(_handler(rx)) as rx.port:
         yield rx
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(30)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import tracemalloc
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -24,6 +24,7 @@ import brotli  # type: ignore[import-untyped]
 import httpx2
 import pytest
 
+from http_support import loopback_http
 from noteloom.errors import ConfigError, InvalidInput, OutboundRefused, Unavailable
 from noteloom.outbound import (
     SIGNATURE_HEADER,
@@ -136,18 +137,11 @@ def _compressed(data: bytes, encoding: str) -> bytes:
 @pytest.fixture
 def server() -> Iterator[Server]:
     srv = Server(port=0)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(srv))
-    httpd.daemon_threads = True
-    srv.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield srv
-    finally:
-        srv.release.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(30)
+    with loopback_http(_handler(srv)) as srv.port:
+        try:
+            yield srv
+        finally:
+            srv.release.set()  # a handler held back by a test lets go before the server stops
 
 
 @dataclass
@@ -203,18 +197,8 @@ def https_server(tls: Tls) -> Iterator[tuple[Server, list[str | None]]]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tls.cert, tls.key)
     context.sni_callback = lambda _sock, name, _ctx: names.append(name)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(srv))
-    httpd.daemon_threads = True
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-    srv.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(_handler(srv), tls=context) as srv.port:
         yield srv, names
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(30)
 
 
 def trusting(*entries: str, **caps: Any) -> OutboundClient:

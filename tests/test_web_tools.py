@@ -6,10 +6,9 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -17,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from chat_support import running_chat, scripted, settle
+from http_support import loopback_http
 from noteloom.app import App, open_app
 from noteloom.attachments.child import HANG_ENV
 from noteloom.config import load_settings
@@ -127,17 +127,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def site() -> Iterator[Site]:
     srv = Site()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(srv))
-    httpd.daemon_threads = True
-    srv.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(_handler(srv)) as srv.port:
         yield srv
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(30)
 
 
 def _open(tmp_path: Path, toml: str, env: dict[str, str] | None = None) -> App:
