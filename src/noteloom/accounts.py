@@ -43,6 +43,22 @@ class User:
     id: str
     name: str
     is_owner: bool
+    #: ``owner``, ``admin`` or ``member`` (``noteloom.access``); the owner's is always ``owner``.
+    role: str = "member"
+
+    def __post_init__(self) -> None:
+        if self.is_owner and self.role != "owner":
+            object.__setattr__(self, "role", "owner")
+
+    @property
+    def is_admin(self) -> bool:
+        """The owner or an admin: manages people and sees every notebook."""
+        return self.role in ("owner", "admin")
+
+    @staticmethod
+    def of(row: Any) -> User:
+        """From a ``users`` row (or any row carrying its columns)."""
+        return User(row.id, row.name, bool(row.is_owner), row.role or "member")
 
 
 #: The name a token gets when none is given (and that tokens made before names existed have).
@@ -167,7 +183,7 @@ class Accounts:
     def owner(self, *, conn: Connection | None = None) -> User | None:
         with self._r(conn) as c:
             r = c.execute(sa.select(db.users).where(db.users.c.is_owner.is_(True)).limit(1)).first()
-            return User(r.id, r.name, True) if r else None
+            return User.of(r) if r else None
 
     def ensure_owner(self, name: str = "owner", *, conn: Connection | None = None) -> User:
         with self._w(conn) as c:
@@ -175,8 +191,9 @@ class Accounts:
             if existing is not None:
                 return existing
             uid = new_id()
-            c.execute(db.users.insert(), {"id": uid, "name": name, "is_owner": True, "created_time": now_ms()})
-            return User(uid, name, True)
+            c.execute(db.users.insert(),
+                      {"id": uid, "name": name, "is_owner": True, "role": "owner", "created_time": now_ms()})
+            return User(uid, name, True, "owner")
 
     def create_token(
         self,
@@ -281,7 +298,7 @@ class Accounts:
         if r.token_used is None or now - r.token_used >= TOKEN_TOUCH_MS:
             with self._w(None) as c:
                 c.execute(db.api_tokens.update().where(t.id == r.token_id).values(last_used_time=now))
-        return Grant(User(r.id, r.name, bool(r.is_owner)), TokenScopes.from_json(r.scopes), r.expires_time)
+        return Grant(User.of(r), TokenScopes.from_json(r.scopes), r.expires_time)
 
     def start_session(self, token: str | None, *, conn: Connection | None = None) -> tuple[str, WebSession]:
         """Trade a live API token for a new browser session token (only its hash is stored)."""
@@ -300,20 +317,49 @@ class Accounts:
                 raise AuthError("the token is wrong or revoked, or has expired: paste the one `noteloom token` prints")
             # A session never outlives the token it was started with.
             expires = now + SESSION_MAX_MS if r.token_expires is None else min(now + SESSION_MAX_MS, r.token_expires)
-            # Housekeeping where it costs nothing extra: this is a write transaction anyway.
-            s = db.web_sessions.c
-            c.execute(
-                db.web_sessions.delete().where(
-                    sa.or_(s.revoked_time.is_not(None), s.expires_time < now, s.last_used_time < now - SESSION_IDLE_MS)
-                )
-            )
+            self._sweep_sessions(c, now)
             c.execute(
                 db.web_sessions.insert(),
                 {"id": new_id(), "user_id": r.id, "token_id": r.token_id, "session_hash": _hash_token(session),
                  "created_time": now, "last_used_time": now, "expires_time": expires},
             )
-        return session, WebSession(User(r.id, r.name, bool(r.is_owner)), min(expires, now + SESSION_IDLE_MS),
+        return session, WebSession(User.of(r), min(expires, now + SESSION_IDLE_MS),
                                     TokenScopes.from_json(r.scopes))
+
+    def start_password_session(self, name: str, password: str, *,
+                               conn: Connection | None = None) -> tuple[str, WebSession]:
+        """Sign a person in by name and password (``noteloom users password`` sets one): a new
+        browser session with their full access. A wrong name and a wrong password read alike."""
+        from noteloom.people import check_password
+
+        wrong = AuthError("the name or the password is wrong")
+        if not name or not password:
+            raise wrong
+        with self.read() as c:
+            r = c.execute(sa.select(db.users).where(db.users.c.name == name.strip())).first()
+        if not check_password(r.password_hash if r is not None else None, password):
+            raise wrong
+        assert r is not None
+        session = SESSION_PREFIX + secrets.token_urlsafe(32)
+        now = now_ms()
+        with self._w(conn) as c:
+            self._sweep_sessions(c, now)
+            c.execute(
+                db.web_sessions.insert(),
+                {"id": new_id(), "user_id": r.id, "token_id": None, "session_hash": _hash_token(session),
+                 "created_time": now, "last_used_time": now, "expires_time": now + SESSION_MAX_MS},
+            )
+        return session, WebSession(User.of(r), now + SESSION_IDLE_MS)
+
+    @staticmethod
+    def _sweep_sessions(c: Connection, now: int) -> None:
+        """Housekeeping where it costs nothing extra (a write transaction anyway)."""
+        s = db.web_sessions.c
+        c.execute(
+            db.web_sessions.delete().where(
+                sa.or_(s.revoked_time.is_not(None), s.expires_time < now, s.last_used_time < now - SESSION_IDLE_MS)
+            )
+        )
 
     def verify_session(self, session: str | None) -> WebSession:
         """The live session ``session`` names (its last use noted now and then); ``AuthError``
@@ -327,11 +373,12 @@ class Accounts:
                 sa.select(s.id.label("session_id"), s.last_used_time, s.expires_time, db.api_tokens.c.scopes,
                           db.api_tokens.c.expires_time.label("token_expires"), db.users)
                 .select_from(
-                    db.web_sessions.join(db.api_tokens, db.api_tokens.c.id == s.token_id)
+                    db.web_sessions.outerjoin(db.api_tokens, db.api_tokens.c.id == s.token_id)
                     .join(db.users, db.users.c.id == s.user_id)
                 )
+                # A password sign-in's session has no token; a token's ends with it.
                 .where(s.session_hash == _hash_token(session), s.revoked_time.is_(None),
-                       db.api_tokens.c.revoked_time.is_(None))
+                       sa.or_(s.token_id.is_(None), db.api_tokens.c.revoked_time.is_(None)))
             ).first()
         if (r is None or now >= r.expires_time or now >= r.last_used_time + SESSION_IDLE_MS
                 or (r.token_expires is not None and now >= r.token_expires)):
@@ -346,7 +393,7 @@ class Accounts:
         until = min(r.expires_time, last_used + SESSION_IDLE_MS)
         if r.token_expires is not None:
             until = min(until, r.token_expires)
-        return WebSession(User(r.id, r.name, bool(r.is_owner)), until, TokenScopes.from_json(r.scopes))
+        return WebSession(User.of(r), until, TokenScopes.from_json(r.scopes))
 
     def end_session(self, session: str, *, conn: Connection | None = None) -> None:
         """Sign a browser session out (unknown or already ended: nothing to do)."""

@@ -24,6 +24,7 @@ import pluggy
 from sqlalchemy.engine import Engine, make_url
 
 from noteloom import db
+from noteloom.access import access_scope
 from noteloom.config import SETTINGS_FILE, Settings, load_settings
 from noteloom.data import DataCatalog
 from noteloom.embedders import EmbedderFactory
@@ -45,6 +46,7 @@ from noteloom.tools import (
     ToolContext,
     ToolDef,
     ToolRegistry,
+    narrowed,
     scope_from_setting,
 )
 from noteloom.webtools.fetch import WebFetcher
@@ -98,6 +100,8 @@ class App:
         """The context of a tool call; ``scope`` when the caller read it already (else it is read now)."""
         if scope is None:
             scope = scope_from_setting(self.workspace.get_setting(SCOPE_KEY))
+        # The person asking: a member sees their own notebooks and those shared with them.
+        scope = narrowed(scope, access_scope(self.workspace, user))
         return ToolContext(
             workspace=self.workspace,
             user=user,

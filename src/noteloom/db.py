@@ -40,6 +40,10 @@ users = sa.Table(
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("is_owner", sa.Boolean, nullable=False, default=False),
     sa.Column("created_time", MS, nullable=False),
+    # People (0018): owner | admin | member, and an Argon2id hash for the web sign-in.
+    sa.Column("role", sa.String(16), nullable=False, server_default="member"),
+    sa.Column("password_hash", sa.Text),
+    sa.Index("ix_users_name", "name"),
 )
 
 api_tokens = sa.Table(
@@ -65,7 +69,8 @@ web_sessions = sa.Table(
     metadata,
     sa.Column("id", ID, primary_key=True),
     sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
-    sa.Column("token_id", ID, sa.ForeignKey("api_tokens.id", ondelete="CASCADE"), nullable=False, index=True),
+    # NULL: started by a password sign-in (0018), not from a token.
+    sa.Column("token_id", ID, sa.ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True),
     sa.Column("session_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("created_time", MS, nullable=False),
     sa.Column("last_used_time", MS, nullable=False),
@@ -84,6 +89,21 @@ notebooks = sa.Table(
     sa.Column("deleted_time", MS),
     # Items trashed by one delete share a batch id, so a restore brings them back together.
     sa.Column("trash_batch", ID),
+    # Whose it is (0018); NULL: the workspace owner's. A sub-notebook's is its top notebook's.
+    sa.Column("owner_id", ID, sa.ForeignKey("users.id", name="fk_notebooks_owner")),
+    sa.Index("ix_notebooks_owner", "owner_id"),
+)
+
+# A notebook shared with a person, and everything under it: access ``read`` or ``write``.
+notebook_shares = sa.Table(
+    "notebook_shares",
+    metadata,
+    sa.Column("notebook_id", ID, sa.ForeignKey("notebooks.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("access", sa.String(8), nullable=False),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("created_by", ID),
+    sa.Index("ix_notebook_shares_user", "user_id"),
 )
 
 notes = sa.Table(

@@ -10,6 +10,7 @@ Every error that noteloom raises on purpose derives from ``NoteloomError``::
     │   └── EmbedderUnavailable  the embedder's endpoint or service is down (an EmbeddingError too)
     ├── WorkspaceError       a domain rule said no
     │   ├── NotFound         no such note / notebook / tag / revision / attachment
+    │   ├── Forbidden        the person may see it but not do this (a read-only share; admins only)
     │   ├── Conflict         the operation clashes with the state: change the state first
     │   │   └── Busy         other work holds the thing right now: the same request may pass later
     │   └── InvalidInput     a value is malformed (a date, an id, a title); ``field`` names it
@@ -79,6 +80,11 @@ class WorkspaceError(NoteloomError):
 
 class NotFound(WorkspaceError):
     """The named thing does not exist (or is outside what the caller may see)."""
+
+
+class Forbidden(WorkspaceError):
+    """The person asking may not do this: a notebook shared with them to read only, a
+    change only an admin may make. Never for what they may not see (that is ``NotFound``)."""
 
 
 class Conflict(WorkspaceError):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 from urllib.parse import quote
@@ -54,8 +54,16 @@ from noteloom.jsonvalues import dumps, dumps_bytes, find_problem, surrogate_in
 from noteloom.messages import BlockPart, ImagePart
 from noteloom.policy import PolicySources, denied, resolve
 from noteloom.providers.base import file_data
-from noteloom.tools import NotebookScope, ToolDef, ToolError, ToolFailure, ToolSettings, UnknownTool
-from noteloom.workspace import Notebook, User, Workspace
+from noteloom.tools import (
+    NotebookScope,
+    ToolDef,
+    ToolError,
+    ToolFailure,
+    ToolSettings,
+    UnknownTool,
+    narrowed,
+)
+from noteloom.workspace import User, Workspace
 
 log = logging.getLogger("noteloom.mcp")
 
@@ -110,8 +118,7 @@ class Preflight:
             return self
         scope = self.tools.scope
         if scopes.notebooks:
-            mine = NotebookScope(scopes.notebooks)
-            scope = mine if scope.unrestricted else BothScopes(scope, mine)
+            scope = narrowed(scope, NotebookScope(scopes.notebooks))
         return replace(self, tools=ToolSettings(self.tools.toggles, scope), grant=scopes)
 
     def allows(self, tool: ToolDef) -> bool:
@@ -120,27 +127,6 @@ class Preflight:
         if grant.read_only and tool.effect != "read":
             return False
         return grant.tools is None or tool.name in grant.tools
-
-
-class BothScopes(NotebookScope):
-    """The notebooks two scopes both allow: the workspace's scope narrowed by a token's."""
-
-    def __init__(self, first: NotebookScope, second: NotebookScope) -> None:
-        super().__init__([*first.patterns, *second.patterns])
-        self.first, self.second = first, second
-
-    @property
-    def unrestricted(self) -> bool:
-        return self.first.unrestricted and self.second.unrestricted
-
-    def allowed_ids(self, notebooks: list[Notebook]) -> set[str] | None:
-        a, b = self.first.allowed_ids(notebooks), self.second.allowed_ids(notebooks)
-        if a is None:
-            return b
-        return a if b is None else a & b
-
-    def allows_chain(self, chain: Sequence[Notebook]) -> bool:
-        return self.first.allows_chain(chain) and self.second.allows_chain(chain)
 
 
 class RpcError(Exception):

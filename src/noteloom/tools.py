@@ -36,6 +36,7 @@ from noteloom.errors import (
     Conflict,
     EmbedderUnavailable,
     EmbeddingError,
+    Forbidden,
     ImportExportError,
     InvalidInput,
     Locked,
@@ -109,6 +110,7 @@ TOOL_ERRORS: dict[type[BaseException], ToolOutcome] = {
     EmbedderUnavailable: "recoverable",
     WorkspaceError: "recoverable",
     NotFound: "recoverable",
+    Forbidden: "recoverable",
     Conflict: "recoverable",
     Busy: "recoverable",
     InvalidInput: "recoverable",
@@ -302,6 +304,16 @@ class NotebookScope:
                 allowed.add(b.id)
         return allowed
 
+    def writable_ids(self, notebooks: list[Notebook]) -> set[str] | None:
+        """The ids of notebooks tools may change (``None``: every one): here the same as
+        :meth:`allowed_ids`; a person's access (``noteloom.access``) narrows it to what is
+        theirs or shared with them to write."""
+        return self.allowed_ids(notebooks)
+
+    def writable_chain(self, chain: Sequence[Notebook]) -> bool:
+        """Whether tools may change the last notebook of ``chain`` (root first)."""
+        return self.allows_chain(chain)
+
     def allows_chain(self, chain: Sequence[Notebook]) -> bool:
         """Whether the last notebook of ``chain`` (root first, itself last) is in scope."""
         if self.unrestricted:
@@ -314,6 +326,46 @@ class NotebookScope:
         included = not self.includes or any(_match(p, t, pa) for p in self.includes for t, pa in keys)
         excluded = any(_match(p, t, pa) for p in self.excludes for t, pa in keys)
         return included and not excluded
+
+
+class BothScopes(NotebookScope):
+    """The notebooks two scopes both allow (the workspace's scope narrowed by a token's, or
+    by a person's access)."""
+
+    def __init__(self, first: NotebookScope, second: NotebookScope) -> None:
+        super().__init__([*first.patterns, *second.patterns])
+        self.first, self.second = first, second
+
+    @property
+    def unrestricted(self) -> bool:
+        return self.first.unrestricted and self.second.unrestricted
+
+    def allowed_ids(self, notebooks: list[Notebook]) -> set[str] | None:
+        return _both(self.first.allowed_ids(notebooks), self.second.allowed_ids(notebooks))
+
+    def writable_ids(self, notebooks: list[Notebook]) -> set[str] | None:
+        return _both(self.first.writable_ids(notebooks), self.second.writable_ids(notebooks))
+
+    def allows_chain(self, chain: Sequence[Notebook]) -> bool:
+        return self.first.allows_chain(chain) and self.second.allows_chain(chain)
+
+    def writable_chain(self, chain: Sequence[Notebook]) -> bool:
+        return self.first.writable_chain(chain) and self.second.writable_chain(chain)
+
+
+def narrowed(scope: NotebookScope, by: NotebookScope | None) -> NotebookScope:
+    """``scope`` narrowed by ``by`` (either may be unrestricted)."""
+    if by is None or (by.unrestricted and type(by) is NotebookScope):
+        return scope
+    if scope.unrestricted and type(scope) is NotebookScope:
+        return by
+    return BothScopes(scope, by)
+
+
+def _both(a: set[str] | None, b: set[str] | None) -> set[str] | None:
+    if a is None:
+        return b
+    return a if b is None else a & b
 
 
 def _short_value(v: Any) -> str:

@@ -375,7 +375,7 @@ class TurnRunner:
             if pending is not None and pending.status != "pending" and _unanswered(msg.transcript, pending.call_id):
                 decision = "approve" if pending.status == "approved" else "decline"
             u = c.execute(sa.select(db.users).where(db.users.c.id == conv.user_id)).first()
-            user = User(u.id, u.name, bool(u.is_owner)) if u else User(conv.user_id, "", False)
+            user = User.of(u) if u else User(conv.user_id, "", False)
             focused = None
             ctx = user_row.note_context
             if ctx is not None:

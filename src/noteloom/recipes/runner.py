@@ -326,7 +326,7 @@ class RecipeRunner:
             if recipe is None:
                 raise NotFound(f"the recipe of run {run_id!r} was deleted")
             u = c.execute(sa.select(db.users).where(db.users.c.id == recipe.user_id)).first()
-            user = User(u.id, u.name, bool(u.is_owner)) if u else User(recipe.user_id, "", False)
+            user = User.of(u) if u else User(recipe.user_id, "", False)
             notes = store.notes_of(c, recipe.id, limit=10)
             cap = MonthlyCap.from_settings(ws.settings_with_prefix("limits.", "workspace.", conn=c))
             memory = None

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 
 from noteloom.accounts import Accounts, User
 from noteloom.db import DataVersion
+from noteloom.people import People
 from noteloom.workspace.changes import ChangeKind, record_change
 from noteloom.workspace.model import (
     DEFAULT_NOTEBOOK_TITLE,
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 
-class Workspace(Trash, Notes, Notebooks, Accounts):
+class Workspace(Trash, Notes, Notebooks, People, Accounts):
     """Notes, notebooks, tags, trash, revisions, attachments, users and run-time settings."""
 
     def __init__(self, engine: Engine, data_dir: Path) -> None:

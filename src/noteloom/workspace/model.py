@@ -36,6 +36,8 @@ class Notebook:
     updated_time: int
     deleted_time: int | None = None
     note_count: int = 0
+    #: Whose it is (``None``: the workspace owner's); a sub-notebook's is its top notebook's.
+    owner_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -34,22 +34,26 @@ class Notebooks(Store):
         id: str | None = None,
         created_time: int | None = None,
         updated_time: int | None = None,
+        owner_id: str | None = None,
         conn: Connection | None = None,
     ) -> Notebook:
+        """A new notebook. Under ``parent_id`` it belongs to the parent's owner (``owner_id`` is
+        then ignored); at the top to ``owner_id`` (``None``: the workspace owner)."""
         title = _clean_title(title, "notebook title")
         nid = check_id(id, "notebook id", "id") if id else new_id()
         t = now_ms()
         with self._w(conn) as c:
             if parent_id is not None:
-                self._live_notebook(c, parent_id)
+                owner_id = self._live_notebook(c, parent_id).owner_id
             if c.execute(sa.select(db.notebooks.c.id).where(db.notebooks.c.id == nid)).first():
                 raise Conflict(f"a notebook with id {nid!r} exists already")
             created, updated = created_time or t, updated_time or created_time or t
             c.execute(
                 db.notebooks.insert(),
-                {"id": nid, "parent_id": parent_id, "title": title, "created_time": created, "updated_time": updated},
+                {"id": nid, "parent_id": parent_id, "title": title, "created_time": created, "updated_time": updated,
+                 "owner_id": owner_id},
             )
-        return Notebook(nid, parent_id, title, created, updated)
+        return Notebook(nid, parent_id, title, created, updated, owner_id=owner_id)
 
     def get_notebook(self, notebook_id: str, *, conn: Connection | None = None) -> Notebook:
         with self._r(conn) as c:
@@ -177,7 +181,18 @@ class Notebooks(Store):
                         raise InvalidInput("a notebook cannot be moved inside itself or its own sub-notebook", field="parent_id")
                 values["parent_id"] = parent_id
             c.execute(db.notebooks.update().where(db.notebooks.c.id == notebook_id).values(**values))
+            if parent_id is not _UNSET and parent_id is not None:
+                # Moved under another notebook: it and everything under it belong to that one's owner.
+                self.set_notebook_owner(notebook_id, self._live_notebook(c, parent_id).owner_id, conn=c)
             return self.get_notebook(notebook_id, conn=c)
+
+    def set_notebook_owner(self, notebook_id: str, owner_id: str | None, *, conn: Connection | None = None) -> int:
+        """Give a notebook and everything under it (trashed parts too) to ``owner_id``
+        (``None``: the workspace owner); returns how many notebooks that touched."""
+        with self._w(conn) as c:
+            ids = self._subtree(c, notebook_id)
+            c.execute(db.notebooks.update().where(db.notebooks.c.id.in_(ids)).values(owner_id=owner_id))
+            return len(ids)
 
     def delete_notebook(self, notebook_id: str, *, conn: Connection | None = None) -> int:
         """Move a notebook, its sub-notebooks and all their notes to the trash; returns the note count."""
@@ -227,5 +242,5 @@ class Notebooks(Store):
     @staticmethod
     def _notebook_from_row(r: Any, note_count: int = 0) -> Notebook:
         return Notebook(
-            r.id, r.parent_id, r.title, r.created_time, r.updated_time, r.deleted_time, note_count
+            r.id, r.parent_id, r.title, r.created_time, r.updated_time, r.deleted_time, note_count, r.owner_id
         )
