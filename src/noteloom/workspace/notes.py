@@ -120,8 +120,11 @@ class Notes(Notebooks):
         limit: int = 100,
         offset: int = 0,
         order: Literal["updated", "created", "title"] = "updated",
+        notebook_ids: Collection[str] | None = None,
         conn: Connection | None = None,
     ) -> list[NoteSummary]:
+        """Live notes, newest change first (or ``order``): in ``notebook_id``, and only in
+        ``notebook_ids`` when given (the notebooks a person may see; empty: none)."""
         n = db.notes
         q = sa.select(
             n.c.id, n.c.notebook_id, n.c.title, n.c.is_todo, n.c.todo_due, n.c.todo_completed,
@@ -129,6 +132,10 @@ class Notes(Notebooks):
         ).where(n.c.deleted_time.is_(None))
         if notebook_id:
             q = q.where(n.c.notebook_id == notebook_id)
+        if notebook_ids is not None:
+            if not notebook_ids:
+                return []
+            q = q.where(n.c.notebook_id.in_(sorted(notebook_ids)))
         order_col = {
             "updated": n.c.updated_time.desc(),
             "created": n.c.created_time.desc(),
