@@ -165,13 +165,19 @@ class SemanticIndex:
         with db.read_tx(self.engine) as conn:
             return self.store.available(conn)
 
-    def status(self) -> IndexStatus:
-        """Counts and state, without loading the model."""
+    def status(self, notebook_ids: Collection[str] | None = None) -> IndexStatus:
+        """Counts and state, without loading the model; with ``notebook_ids``, of the notes in
+        those notebooks only (what one person may see: other people's counts are theirs)."""
         with db.read_tx(self.engine) as conn:
             meta = read_meta(conn)
-            pending = self._pending(conn, meta)
-            n_chunks = conn.execute(sa.select(sa.func.count()).select_from(chunks)).scalar_one()
-            n_notes = conn.execute(sa.select(sa.func.count(sa.distinct(chunks.c.note_id)))).scalar_one()
+            pending = self._pending(conn, meta, notebook_ids)
+            count_chunks = sa.select(sa.func.count()).select_from(chunks)
+            count_notes = sa.select(sa.func.count(sa.distinct(chunks.c.note_id)))
+            if notebook_ids is not None:
+                theirs = chunks.c.note_id.in_(_notes_in(notebook_ids))
+                count_chunks, count_notes = count_chunks.where(theirs), count_notes.where(theirs)
+            n_chunks = conn.execute(count_chunks).scalar_one()
+            n_notes = conn.execute(count_notes).scalar_one()
         current = meta is not None and meta.model == self.model
         state: State
         if self._error:
@@ -206,15 +212,21 @@ class SemanticIndex:
         with db.read_tx(self.engine) as conn:
             return self._pending(conn, read_meta(conn))
 
-    def _pending(self, conn: Connection, meta: IndexMeta | None) -> int:
+    def _pending(self, conn: Connection, meta: IndexMeta | None, notebook_ids: Collection[str] | None = None) -> int:
         n = db.notes
         if meta is None or meta.model != self.model:
             live = sa.select(sa.func.count()).select_from(n).where(n.c.deleted_time.is_(None))
+            if notebook_ids is not None:
+                live = live.where(n.c.notebook_id.in_(sorted(notebook_ids)))
             return int(conn.execute(live).scalar_one())
         nc = db.note_changes
         feed = sa.select(nc.c.note_id).where(nc.c.seq > meta.feed_cursor)
+        if notebook_ids is not None:
+            feed = feed.where(nc.c.note_id.in_(_notes_in(notebook_ids)))
         if meta.backfill_seq is not None:
             rest = sa.select(n.c.id).where(n.c.seq > meta.backfill_seq, n.c.deleted_time.is_(None))
+            if notebook_ids is not None:
+                rest = rest.where(n.c.notebook_id.in_(sorted(notebook_ids)))
             union = sa.union(feed, rest).subquery()
             return int(conn.execute(sa.select(sa.func.count()).select_from(union)).scalar_one())
         # Nothing past the cursor, the usual case, is one key lookup; the count alone may
@@ -222,6 +234,8 @@ class SemanticIndex:
         if conn.execute(sa.select(nc.c.seq).where(nc.c.seq > meta.feed_cursor).limit(1)).first() is None:
             return 0
         distinct = sa.select(sa.func.count(sa.distinct(nc.c.note_id))).where(nc.c.seq > meta.feed_cursor)
+        if notebook_ids is not None:
+            distinct = distinct.where(nc.c.note_id.in_(_notes_in(notebook_ids)))
         return int(conn.execute(distinct).scalar_one())
 
     # -- building -----------------------------------------------------------------------
@@ -892,3 +906,8 @@ def _chunk_values(c: Chunk) -> dict[str, Any]:
         "content_hash": c.content_hash,
         "text": c.text,
     }
+
+
+def _notes_in(notebook_ids: Collection[str]) -> sa.Select[Any]:
+    """The ids of the notes (live or trashed) in ``notebook_ids``."""
+    return sa.select(db.notes.c.id).where(db.notes.c.notebook_id.in_(sorted(notebook_ids)))
