@@ -1,5 +1,5 @@
-"""Fuzzing /api/v1: about 2,000 hostile requests over every notes, chat, recipes, notifications
-and memory route.
+"""Fuzzing /api/v1: about 2,000 hostile requests over every notes, chat, recipes, notifications,
+memory and people route.
 
 Routes, parameters and bodies come from the app's own OpenAPI document, so a route added
 later is fuzzed too. Values are mostly plausible (so handlers run: real ids, valid
@@ -34,7 +34,7 @@ from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
 from noteloom.web.app import create_web_app
 
-TAGS = {"notes", "chat", "recipes", "notifications", "memory"}
+TAGS = {"notes", "chat", "recipes", "notifications", "memory", "people"}
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 # Routes that stream until a turn settles: only ever asked about settled turns (or missing ones).
 STREAMING = re.compile(r"/events$")

@@ -5,10 +5,13 @@
 // cookies to every port of it, so any other local server would receive them, and a form
 // it posts here would carry them. A header is only ever added by this script.
 //
-// Signing in: `noteloom serve` prints a link with ?token= (#token= works too and never
-// reaches the server). This script takes the token out of the address bar and history
-// at once (history.replaceState), then trades it for a session token with a JSON POST.
-// Without one, or after any 401, the page shows the sign-in form (paste the token).
+// Signing in: a person gives their name and password, which this script posts as JSON for
+// a session token. The owner's first sign-in is the link `noteloom serve` prints, with
+// ?token= (#token= works too and never reaches the server): this script takes the token
+// out of the address bar and history at once (history.replaceState), then trades it the
+// same way. Without a session, or after any 401, the page shows the sign-in form (name and
+// password, or paste the token). The inputs have no name attribute, so a form submitted
+// without this script sends nothing anywhere.
 "use strict";
 
 (() => {
@@ -36,10 +39,11 @@
     return token;
   }
 
-  async function exchange(token) {
+  // `credential`: { token } or { name, password }.
+  async function exchange(credential) {
     const res = await fetch("/api/v1/auth/sign-in", {
       method: "POST", credentials: "omit", cache: "no-store",
-      headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }),
+      headers: { "Content-Type": "application/json" }, body: JSON.stringify(credential),
     });
     const data = await res.json().catch(() => ({}));
     if (!res.ok) throw new ApiError(data.message || `sign-in failed (${res.status})`, res.status, data);
@@ -57,7 +61,7 @@
     const box = $("sign-in-error");
     box.textContent = message || "";
     box.hidden = !message;
-    $("sign-in-token").focus();
+    $("sign-in-name").focus();
   }
 
   function ready() {
@@ -161,23 +165,27 @@
 
   function boot() {
     signedIn = new Promise((resolve) => { resolveSignedIn = resolve; });
-    $("sign-in-form").addEventListener("submit", async (e) => {
+    const submitted = (form, credential, inputs) => form.addEventListener("submit", async (e) => {
       e.preventDefault();
-      const input = $("sign-in-token");
       try {
-        await exchange(input.value.trim());
-        input.value = "";
+        await exchange(credential());
+        for (const input of inputs) input.value = "";
         if (started) { location.reload(); return; }
         ready();
       } catch (err) {
+        $("sign-in-password").value = "";
         showSignIn(err.message);
       }
     });
+    submitted($("sign-in-password-form"),
+      () => ({ name: $("sign-in-name").value.trim(), password: $("sign-in-password").value }),
+      [$("sign-in-password")]);
+    submitted($("sign-in-form"), () => ({ token: $("sign-in-token").value.trim() }), [$("sign-in-token")]);
     const out = $("sign-out");
     if (out) out.addEventListener("click", signOut);
     const token = takeTokenFromUrl();
     if (token) {
-      exchange(token).then(ready, (err) => showSignIn(err.message));
+      exchange({ token }).then(ready, (err) => showSignIn(err.message));
     } else if (session()) {
       ready();
     } else {
