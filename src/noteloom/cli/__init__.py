@@ -41,6 +41,7 @@ COMMAND_MODULES = [
     "noteloom.cli.server_cmds",
     "noteloom.cli.workspace_cmds",
     "noteloom.cli.mcp_cmds",
+    "noteloom.cli.user_cmds",
     "noteloom.cli.index_cmds",
     "noteloom.cli.interop_cmds",
     "noteloom.cli.chat_cmds",

@@ -39,15 +39,37 @@ def register(app: typer.Typer) -> None:
 # -- mcp ----------------------------------------------------------------------------------
 
 
+USER_OPTION = typer.Option(None, "--user", help="Act as this person (name or id): the tools see what they may "
+                           "see and change what they may change. Default: the workspace's owner.")
+
+
 @mcp_app.callback()
 def mcp_stdio(
     ctx: typer.Context,
     home: Path | None = HOME_OPTION,
+    user: str | None = USER_OPTION,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every request to stderr."),
 ) -> None:
-    """Without a subcommand: serve MCP over stdio as the workspace's owner, until stdin ends."""
+    """Without a subcommand: serve MCP over stdio as the owner (or --user), until stdin ends."""
     if ctx.invoked_subcommand is not None:
+        ctx.obj = (home, user, verbose)  # `noteloom mcp --user ann stdio` means ann too
         return
+    _serve_stdio(home, user, verbose)
+
+
+@mcp_app.command("stdio")
+def mcp_stdio_named(
+    ctx: typer.Context,
+    home: Path | None = HOME_OPTION,
+    user: str | None = USER_OPTION,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every request to stderr."),
+) -> None:
+    """Serve MCP over stdio as the owner (or --user), until stdin ends: the same as plain `noteloom mcp`."""
+    outer_home, outer_user, outer_verbose = ctx.obj or (None, None, False)
+    _serve_stdio(home or outer_home, user or outer_user, verbose or outer_verbose)
+
+
+def _serve_stdio(home: Path | None, user: str | None, verbose: bool) -> None:
     import logging
 
     import anyio
@@ -61,15 +83,17 @@ def mcp_stdio(
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     configure_stderr_logging(logging.DEBUG if verbose else logging.WARNING)
-    with opened(home) as a:
-        owner = a.workspace.ensure_owner()
-        try:
+    try:
+        with opened(home) as a:
+            owner = a.workspace.ensure_owner()
+            # An unknown name fails the command here (one line on stderr), before any request.
+            person = a.workspace.find_person(user) if user is not None else owner
             with serving():
-                anyio.run(serve_stdio, McpServer(a), owner, sys.stdin.buffer, protocol_out)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            protocol_out.close()
+                anyio.run(serve_stdio, McpServer(a), person, sys.stdin.buffer, protocol_out)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        protocol_out.close()
 
 
 @mcp_app.command("enable")
@@ -109,7 +133,7 @@ def mcp_status(home: Path | None = HOME_OPTION) -> None:
         else:
             host = _shown_host(str(running.get("host") or a.settings.host))
             typer.echo(f"  http:  http://{host}:{running['port']}/mcp (served by process {running['pid']})")
-        typer.echo("  stdio: noteloom mcp")
+        typer.echo("  stdio: noteloom mcp (--user NAME: as that person)")
         typer.echo(f"  tools: {', '.join(t.name for t in a.registry.enabled(a.workspace)) or '(none)'}")
 
 

@@ -1,11 +1,12 @@
 """``noteloom token``: print the owner's token, make scoped tokens, list and revoke them.
 
 Plain ``noteloom token`` prints the owner's full-access token (kept in a 0600 file) and
-``--new`` rotates it, revoking every earlier token, exactly as before scopes existed.
-``--new`` with ``--name``, ``--read-only``, ``--tools``, ``--scope`` or ``--expires``
-makes one more token instead, limited to what those say; it is printed once and only its
-hash is stored, so nothing can show it again. ``list`` shows the live tokens (never the
-tokens themselves); ``revoke`` ends one by name or id, with its browser sessions.
+``--new`` rotates it, revoking every earlier token of the owner, exactly as before scopes
+existed. ``--new`` with ``--user``, ``--name``, ``--read-only``, ``--tools``, ``--scope`` or
+``--expires`` makes one more token instead, of that person (default: the owner) and
+limited to what those say; it is printed once and only its hash is stored, so nothing can
+show it again. ``list`` shows the live tokens and whose each is (never the tokens
+themselves); ``revoke`` ends one by name or id, with its browser sessions.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from noteloom.cli.common import HOME_OPTION, JSON_OPTION, fail, opened, print_js
 from noteloom.errors import InvalidInput
 
 token_app = typer.Typer(
-    help="Print the access token (`--new` rotates it, or with --name/--read-only/--tools/--scope/--expires makes "
-    "a scoped one); `list` and `revoke` the tokens.",
+    help="Print the access token (`--new` rotates it, or with --user/--name/--read-only/--tools/--scope/--expires "
+    "makes one more, for that person or scoped); `list` and `revoke` the tokens.",
     invoke_without_command=True,
 )
 
@@ -52,6 +53,8 @@ def token(
     home: Path | None = HOME_OPTION,
     new: bool = typer.Option(False, "--new", help="Revoke every earlier token and make a new one; with a scope "
                              "option below, make one more token limited to it instead (printed once)."),
+    user: str | None = typer.Option(None, "--user", help="Whose token it is (name or id; default: the owner): "
+                                    "MCP and the API act as that person."),
     name: str | None = typer.Option(None, "--name", help="The new token's name (for `list` and `revoke`)."),
     read_only: bool = typer.Option(False, "--read-only", help="Only tools that read; no writes over the API."),
     tools: str | None = typer.Option(None, "--tools", help="Only these tools, comma-separated."),
@@ -64,9 +67,10 @@ def token(
     if ctx.invoked_subcommand is not None:
         ctx.obj = home  # `noteloom token --home H list` means the workspace in H
         return
-    scoped = name is not None or read_only or tools is not None or bool(scope) or expires is not None
+    scoped = (user is not None or name is not None or read_only or tools is not None or bool(scope)
+              or expires is not None)
     if scoped and not new:
-        fail("--name, --read-only, --tools, --scope and --expires describe a new token: add --new", 2)
+        fail("--user, --name, --read-only, --tools, --scope and --expires describe a new token: add --new", 2)
     from noteloom.accounts import TokenScopes
     from noteloom.app import access_token
     from noteloom.db import now_ms
@@ -89,18 +93,24 @@ def token(
         limits = TokenScopes(read_only=read_only, tools=allowed, notebooks=patterns)
         until = parse_expiry(expires, now_ms()) if expires is not None else None
         owner = a.workspace.ensure_owner()
-        made = a.workspace.create_token(owner.id, name=name or "default", scopes=limits, expires_time=until)
+        holder = a.workspace.find_person(user) if user is not None else owner
+        made = a.workspace.create_token(holder.id, name=name or "default", scopes=limits, expires_time=until)
         typer.echo(made)
-        typer.echo(f"(shown once: only its hash is kept; {limits.describe()})", err=True)
+        typer.echo(f"(shown once: only its hash is kept; {holder.name}'s, {limits.describe()})", err=True)
 
 
 @token_app.command("list")
-def token_list(ctx: typer.Context, home: Path | None = HOME_OPTION, as_json: bool = JSON_OPTION) -> None:
-    """The live tokens: name, id, created, expires, last used, scopes (never the token)."""
+def token_list(
+    ctx: typer.Context,
+    home: Path | None = HOME_OPTION,
+    as_json: bool = JSON_OPTION,
+    user: str | None = typer.Option(None, "--user", help="Only this person's tokens (name or id)."),
+) -> None:
+    """The live tokens: name, id, whose, created, expires, last used, scopes (never the token)."""
     from noteloom.cli.dates import show_date
 
     with opened(home or ctx.obj) as a:
-        infos = a.workspace.list_tokens()
+        infos = a.workspace.list_tokens(a.workspace.find_person(user).id if user is not None else None)
         if as_json:
             print_json([{"id": i.id, "name": i.name, "user": i.user_name, "created_time": i.created_time,
                          "expires_time": i.expires_time, "last_used_time": i.last_used_time,
