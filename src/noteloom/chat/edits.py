@@ -1,6 +1,8 @@
 """Proposed edits to the open note: stored when a session tool proposes them, applied
 only when the user accepts — as one revision, so one undo step — and only while the
-text they replace is still there. Blocking calls.
+text they replace is still there — and only by someone who may change the note: accepting
+or undoing is a change made as the person, so a note in a notebook shared with them to read
+only is refused (``Forbidden``), and one they can no longer see reads as gone. Blocking calls.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from noteloom import db
+from noteloom.accounts import User
 from noteloom.chat import tables as t
 from noteloom.chat.anchors import EditStale, PlannedEdit, Span, append_separator, relocate, splice
 from noteloom.chat.records import ProposedEdit
 from noteloom.db import new_id, now_ms
-from noteloom.errors import Conflict, NotFound
+from noteloom.errors import Conflict, Forbidden, NotFound
+from noteloom.people import chain_access, sees_everything
 from noteloom.workspace import Note, Workspace
 
 
@@ -105,7 +109,7 @@ class Edits:
             edit = self.get(user_id, edit_id, conn=c)
             if edit.status != "proposed":
                 raise Conflict(f"edit {edit_id!r} is {edit.status} already")
-            note = self._note(edit, c)
+            note = self._note(edit, c, user_id)
             try:
                 span = relocate(edit.tool, note.body, Span(edit.span_start, edit.span_end), edit.old_text, edit.anchor)
             except EditStale as exc:
@@ -134,7 +138,7 @@ class Edits:
             edit = self.get(user_id, edit_id, conn=c)
             if edit.status != "accepted":
                 raise Conflict(f"edit {edit_id!r} is {edit.status}; only an accepted edit can be undone")
-            note = self._note(edit, c)
+            note = self._note(edit, c, user_id)
             if note.updated_time != edit.applied_time:
                 raise Conflict(
                     f"note {edit.note_id!r} has changed since edit {edit_id!r} was accepted; "
@@ -145,10 +149,25 @@ class Edits:
             self._decide(c, edit_id, status="undone")
             return self._get_any(edit_id, c), note
 
-    def _note(self, edit: ProposedEdit, c: Connection) -> Note:
+    def _note(self, edit: ProposedEdit, c: Connection, user_id: str) -> Note:
+        """The edit's note, to be changed by ``user_id``: gone, trashed and no longer visible
+        to them read alike; shared with them to read only is ``Forbidden``."""
+        gone = Conflict(f"note {edit.note_id!r} of edit {edit.id!r} is gone or in the trash; restore it first")
         try:
-            return self.workspace.get_note(edit.note_id, conn=c)
+            note = self.workspace.get_note(edit.note_id, conn=c)
         except NotFound:
-            raise Conflict(
-                f"note {edit.note_id!r} of edit {edit.id!r} is gone or in the trash; restore it first"
-            ) from None
+            raise gone from None
+        row = c.execute(sa.select(db.users).where(db.users.c.id == user_id)).first()
+        user = User.of(row) if row is not None else User(user_id, "", False)
+        if sees_everything(user):
+            return note
+        ws = self.workspace
+        chain = ws.notebook_path(note.notebook_id, conn=c)
+        access = chain_access(chain, user_id, ws.shares_of(user_id, conn=c), ws.owner_id(conn=c))
+        if access is None:
+            raise gone
+        if access != "write":
+            title = chain[-1].title if chain else ""
+            raise Forbidden(f"note {edit.note_id!r} is in notebook {title!r}, which is shared with you to read only; "
+                            "ask its owner for write access")
+        return note

@@ -8,7 +8,9 @@ the note the user has open. Building the list is a pure function of its inputs.
 - a selection → workspace tools + ``edit_selection`` only.
 
 Session tools never write: each call becomes a proposed edit the user accepts or
-rejects (``propose_edit``). ``view_attachment`` is a session tool too: offered in the
+rejects (``propose_edit``). They act as the person asking all the same: a call on an open
+note they may not see reads as a missing note, one on a note they may only read is refused
+(``Forbidden``), so nothing is proposed that they could not accept. ``view_attachment`` is a session tool too: offered in the
 ``on_demand`` attachment mode, on a model that reads images or documents, when the
 conversation has files; it returns one file's original by its ref, within the
 conversation only (``view_attachment_tool``). The conversation's toggles narrow the workspace tools
@@ -18,13 +20,18 @@ it is on; they never add a tool the registry has disabled.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from anyio import to_thread
+
+from noteloom.access import access_scope
 from noteloom.chat.anchors import AnchorError, SessionTool, fenced_blocks, plan
 from noteloom.chat.edits import Edits
 from noteloom.chat.records import CAPABILITY_TOOLS, Controls, ProposedEdit, Selection
+from noteloom.default_plugins.workspace_tools.scope import writable_note
 from noteloom.errors import NotFound
 from noteloom.tools import ToolContext, ToolDef, ToolError, ToolResult
 
@@ -136,10 +143,14 @@ def capability_of(tool_name: str) -> str | None:
     return None
 
 
-def session_tool(name: SessionTool, propose: Proposer) -> ToolDef:
+def session_tool(name: SessionTool, propose: Proposer, note_id: str | None = None) -> ToolDef:
+    """A session tool; with ``note_id`` (the open note) each call first checks, as the person
+    the call acts for, that they may see and change that note."""
     description, props = _SCHEMAS[name]
 
     async def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
+        if note_id is not None:
+            await to_thread.run_sync(_check_open_note, ctx, note_id)
         return await propose(name, args)
 
     return ToolDef(
@@ -156,9 +167,19 @@ def session_tool(name: SessionTool, propose: Proposer) -> ToolDef:
 def turn_tools(note: FocusedNote | None, enabled: Sequence[ToolDef], controls: Controls, propose: Proposer, *,
                data_readable: bool = True) -> list[ToolDef]:
     """Every tool the turn offers; a session tool wins over a registry tool of the same name."""
-    session = [session_tool(n, propose) for n in session_tool_names(note)]
+    session = [session_tool(n, propose, note.note_id if note else None) for n in session_tool_names(note)]
     taken = {t.name for t in session}
     return [t for t in workspace_tools(enabled, controls, data_readable=data_readable) if t.name not in taken] + session
+
+
+def _check_open_note(ctx: ToolContext, note_id: str) -> None:
+    """The person's own access decides (the note is open beside their chat; the workspace's
+    tool scope never hid it from session tools): the owner and admins may edit any note."""
+    scope = access_scope(ctx.workspace, ctx.user)
+    if scope is None:
+        return
+    with ctx.workspace.read() as c:
+        writable_note(dataclasses.replace(ctx, scope=scope), c, note_id)
 
 
 def is_session_tool(name: str) -> bool:

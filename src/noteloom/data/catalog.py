@@ -16,6 +16,10 @@ Defaults deny: nothing is readable until named here. A table's source name is
 ``DATABASE.TABLE`` (``crm.customers``). A call's allowlist (``ToolContext.data_sources``:
 a chat's or a recipe's) narrows the sources further; it may name a whole database
 (``crm``). A source outside it reads exactly like one that does not exist.
+
+Each call reads as the person it acts for: the workspace's sources hold only the rows of
+notebooks they may see (their own chats and recipes), and the attached databases, which the
+owner configured on their own machine, exist only for calls acting for the owner.
 """
 
 from __future__ import annotations
@@ -118,9 +122,10 @@ class DataCatalog:
     def allowed(self, ctx: ToolContext) -> list[str]:
         """The sources this call may read: opted in, and in its allowlist when it has one."""
         allow = ctx.data_sources
+        names = self.names() if _for_owner(ctx) else list(self.workspace)
         if allow is None:
-            return self.names()
-        return [n for n in self.names() if n in allow or (n in self.tables and self.tables[n].database in allow)]
+            return names
+        return [n for n in names if n in allow or (n in self.tables and self.tables[n].database in allow)]
 
     @contextmanager
     def open(self, ctx: ToolContext, name: str) -> Iterator[tuple[Table, Connection]]:
@@ -173,6 +178,11 @@ class DataCatalog:
         """Rows of one source; the payload and whether it carries text others wrote."""
         with self.open(ctx, str(args["source"])) as (table, conn):
             return q.run(conn, table, args)
+
+
+def _for_owner(ctx: ToolContext) -> bool:
+    """Whether the call acts for the workspace's owner (no user: its own command line)."""
+    return ctx.user is None or ctx.user.role == "owner"
 
 
 _TYPE_NAMES = {"text": "string", "integer": "integer", "number": "number", "boolean": "boolean",

@@ -140,9 +140,12 @@ def _notebooks(ctx: ToolContext, conn: Connection) -> sa.Select[Any]:
     nb, n = db.notebooks, db.notes
     count = (sa.select(sa.func.count()).where(n.c.notebook_id == nb.c.id, n.c.deleted_time.is_(None))
              .scalar_subquery())
-    q = sa.select(nb.c.id, nb.c.title, nb.c.parent_id, count.label("note_count"), nb.c.created_time,
-                  nb.c.updated_time).where(nb.c.deleted_time.is_(None))
     allowed = ctx.allowed_notebooks(conn=conn)
+    # A parent the caller may not see does not exist for them, not even as an id.
+    parent = nb.c.parent_id if allowed is None else sa.case(
+        (nb.c.parent_id.in_(sorted(allowed)), nb.c.parent_id), else_=sa.null())
+    q = sa.select(nb.c.id, nb.c.title, parent.label("parent_id"), count.label("note_count"), nb.c.created_time,
+                  nb.c.updated_time).where(nb.c.deleted_time.is_(None))
     return q if allowed is None else q.where(nb.c.id.in_(sorted(allowed)))
 
 

@@ -5,6 +5,10 @@ Both are reads (no sign-off) and exist only while a folder is shared: they requi
 tools are left out everywhere: chat, recipes, MCP). What they may reach, and how, is
 :mod:`noteloom.folders`: one chokepoint confines every path to its root, and results are
 capped at 12 KiB. A file's text is outside content: the agent fences it (``untrusted_output``).
+
+The folders are the owner's (the files of the machine the owner runs noteloom on, named in
+``noteloom.toml``): only calls acting for the owner reach them; for anyone else no folder is
+shared, in the very words of an app without any.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ _LIST_SCHEMA: dict[str, Any] = {
 
 def _folders(ctx: ToolContext) -> Folders:
     folders = ctx.services.get("folders")
-    if not isinstance(folders, Folders):
+    if not isinstance(folders, Folders) or (ctx.user is not None and ctx.user.role != "owner"):
         raise ToolError("no folder is shared in this app; the user lists them under [files] roots in noteloom.toml")
     return folders
 

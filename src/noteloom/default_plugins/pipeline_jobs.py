@@ -11,6 +11,11 @@ notebook scope, and key an item by the note's id *and* its last change: a note e
 it was judged is judged again, since what was written about it describes the old text.
 The jobs' own writes (a tag, an annotation) leave a note's ``updated_time`` alone, so a
 job never re-offers a note because it judged it.
+
+A run acts as its recipe's owner (``PipelineRun.context``): it reads only notes that person
+may see, and what it changes — the notes triage tags and clip_safety annotates, the notebook
+event_extraction fills — only where that person may write. Triage offers only the tags on
+notes the person may see (the owner and admins: every tag, as ever).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from noteloom import db
 from noteloom.errors import InvalidInput, NotFound
 from noteloom.hooks import hookimpl
+from noteloom.people import sees_everything
 from noteloom.pipeline import BasePipelineJob, PipelineItem, PipelineJob, PipelineRun
 from noteloom.tools import ToolContext
 from noteloom.workspace import Note, Workspace
@@ -118,11 +124,22 @@ def _day(ms: int) -> str:
     return iso_time(ms)[:10]
 
 
+def writable_notebooks(context: ToolContext, conn: Connection) -> set[str] | None:
+    """The notebooks the call may change (``None``: every one): the person's own and those
+    shared with them to write, within the notebook scope."""
+    if context.scope.unrestricted:
+        return None
+    return context.scope.writable_ids(context.workspace.list_notebooks(with_counts=False, conn=conn))
+
+
 class _NoteQueue(BasePipelineJob):
     """Offers live notes in scope that ``_where`` picks, oldest change first."""
 
     #: The longest digest the job writes (its caps on each part, added up).
     digest_max: int
+    #: Whether the job writes on the notes it judges (a tag, an annotation): then it offers
+    #: only notes the run's person may change, not those shared with them to read.
+    changes_items: bool = False
 
     def __init__(self) -> None:
         # run id → the (updated_time, id) of the last item offered to that run. Everything
@@ -135,10 +152,16 @@ class _NoteQueue(BasePipelineJob):
     def _where(self, run: PipelineRun) -> list[ColumnElement[bool]]:
         raise NotImplementedError
 
+    def _reachable(self, run: PipelineRun, conn: Connection) -> set[str] | None:
+        """The notebooks whose notes the job may offer (``None``: all)."""
+        if self.changes_items:
+            return writable_notebooks(run.context, conn)
+        return run.context.allowed_notebooks(conn=conn)
+
     def next_item(self, run: PipelineRun) -> PipelineItem | None:
         n, nb = db.notes, db.notebooks
         with run.workspace.read() as c:
-            allowed = run.context.allowed_notebooks(conn=c)
+            allowed = self._reachable(run, c)
         if allowed is not None and not allowed:
             return None
         base = (
@@ -185,7 +208,7 @@ class _NoteQueue(BasePipelineJob):
         """The item's note if it is still live, in scope and one this job would offer (it
         may have been trashed, moved or edited since it was offered)."""
         n = db.notes
-        allowed = run.context.allowed_notebooks(conn=conn)
+        allowed = self._reachable(run, conn)
         found = conn.execute(
             sa.select(n.c.id).where(n.c.id == note_id_of(item), n.c.deleted_time.is_(None), *self._where(run))
         ).first()
@@ -204,9 +227,11 @@ class _NoteQueue(BasePipelineJob):
         return note
 
 
-def _checked_notebook(context: ToolContext, config: Mapping[str, Any], field: str, *, required: bool) -> str | None:
-    """The notebook id ``config[field]`` names, if it exists, is live and lies in scope; an
-    ``InvalidInput`` naming ``field`` otherwise (out of scope reads as missing, as for tools)."""
+def _checked_notebook(context: ToolContext, config: Mapping[str, Any], field: str, *, required: bool,
+                      write: bool = False) -> str | None:
+    """The notebook id ``config[field]`` names, if it exists, is live and lies in scope (and,
+    with ``write``, is one the recipe's owner may change); an ``InvalidInput`` naming
+    ``field`` otherwise (out of scope reads as missing, as for tools)."""
     value = config.get(field)
     if value is None or value == "":
         if required:
@@ -218,9 +243,16 @@ def _checked_notebook(context: ToolContext, config: Mapping[str, Any], field: st
     with ws.read() as c:
         book = ws.notebooks_by_id([value], conn=c).get(value)
         allowed = context.allowed_notebooks(conn=c)
+        writable = writable_notebooks(context, c) if write else None
     if book is None or book.deleted_time is not None or (allowed is not None and value not in allowed):
         raise InvalidInput(
             f"{field}: notebook {value!r} does not exist; choose one of the notebooks list_notebooks shows",
+            field=field,
+        )
+    if writable is not None and value not in writable:
+        raise InvalidInput(
+            f"{field}: notebook {book.title!r} is shared with you to read only, and this job writes there; "
+            "choose a notebook of your own or ask its owner for write access",
             field=field,
         )
     return value
@@ -234,11 +266,33 @@ def _notebook_title(ws: Workspace, notebook_id: str, conn: Connection) -> str:
 # -- note_triage ------------------------------------------------------------------------------
 
 
+def _triage_schema(tags: Sequence[str]) -> Mapping[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "tag": {
+                "type": "string",
+                "enum": [*tags, NO_TAG],
+                "description": f"the existing tag that fits the note best, or \"{NO_TAG}\"",
+            },
+            "summary": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": SENTENCE_MAX,
+                "description": "one plain sentence saying what the note is about",
+            },
+        },
+        "required": ["tag", "summary"],
+        "additionalProperties": False,
+    }
+
+
 class NoteTriage(_NoteQueue):
     """Sorts each note of an inbox into one of the user's existing tags and summarises it."""
 
     name = "note_triage"
     label = "Triage an inbox notebook"
+    changes_items = True
     # The inbox is where web clips and imports land, so its notes may hold text someone
     # else wrote. The flag is one per job, not per note: saying False would be honest only
     # for inboxes that never receive a clip, so every triage recipe is treated as tainted
@@ -262,47 +316,50 @@ class NoteTriage(_NoteQueue):
 
     def __init__(self) -> None:
         super().__init__()
-        # The tags offered, read afresh before every run (validate_config) and every item
-        # (next_item): the contract's verdict_schema takes no run, so it reads them from here.
+        # The tags last read (validate_config, next_item): what ``verdict_schema`` offers. A
+        # run reads its own through ``verdict_schema_for``: one job serves the recipes of
+        # every person, and each is offered only the tags on notes they may see.
         self._tags: tuple[str, ...] = ()
 
     @property
     def verdict_schema(self) -> Mapping[str, Any]:  # type: ignore[override]
-        return {
-            "type": "object",
-            "properties": {
-                "tag": {
-                    "type": "string",
-                    "enum": [*self._tags, NO_TAG],
-                    "description": f"the existing tag that fits the note best, or \"{NO_TAG}\"",
-                },
-                "summary": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": SENTENCE_MAX,
-                    "description": "one plain sentence saying what the note is about",
-                },
-            },
-            "required": ["tag", "summary"],
-            "additionalProperties": False,
-        }
+        return _triage_schema(self._tags)
 
-    def refresh_tags(self, ws: Workspace, conn: Connection | None = None) -> tuple[str, ...]:
-        """The tags the model may choose now: the most used first, then by title."""
-        tags = [t for t in ws.list_tags(conn=conn) if t.title.lower() != NO_TAG]
+    def verdict_schema_for(self, run: PipelineRun) -> Mapping[str, Any]:
+        """The verdict schema of ``run``: the tags its person may see, read afresh (the
+        runner asks before the run and for each item)."""
+        return _triage_schema(self.tags_for(run.context))
+
+    def tags_for(self, context: ToolContext, conn: Connection | None = None) -> tuple[str, ...]:
+        """The tags the model may choose for ``context``'s person now: the most used first, then
+        by title. The owner and admins: every tag; anyone else: the tags on notes they see."""
+        ws = context.workspace
+        with db.reading(ws.engine, conn) as c:
+            if sees_everything(context.user):
+                found = ws.list_tags(conn=c)
+            else:
+                allowed = context.allowed_notebooks(conn=c)
+                found = ws.list_tags(used_only=True, notebook_ids=allowed, conn=c)
+        tags = [t for t in found if t.title.lower() != NO_TAG]
         tags.sort(key=lambda t: (-t.note_count, t.title.lower()))
-        self._tags = tuple(sorted((t.title for t in tags[:TAG_CHOICES_MAX]), key=str.lower))
+        return tuple(sorted((t.title for t in tags[:TAG_CHOICES_MAX]), key=str.lower))
+
+    def refresh_tags(self, ws: Workspace, conn: Connection | None = None, *,
+                     context: ToolContext | None = None) -> tuple[str, ...]:
+        """Read the tags ``verdict_schema`` offers afresh (for ``context``'s person; none: every tag)."""
+        self._tags = self.tags_for(context or ToolContext(workspace=ws), conn)
         return self._tags
 
     def validate_config(self, config: Mapping[str, Any], context: ToolContext) -> None:
-        _checked_notebook(context, config, "notebook_id", required=True)
-        self.refresh_tags(context.workspace)
+        # The inbox's notes get a tag and a summary: the person must be able to change them.
+        _checked_notebook(context, config, "notebook_id", required=True, write=True)
+        self.refresh_tags(context.workspace, context=context)
 
     def _where(self, run: PipelineRun) -> list[ColumnElement[bool]]:
         return [db.notes.c.notebook_id == str(run.config["notebook_id"])]
 
     def next_item(self, run: PipelineRun) -> PipelineItem | None:
-        self.refresh_tags(run.workspace)
+        self.refresh_tags(run.workspace, context=run.context)
         return super().next_item(run)
 
     def digest(self, run: PipelineRun, item: PipelineItem) -> str:
@@ -408,7 +465,7 @@ class EventExtraction(_NoteQueue):
 
     def validate_config(self, config: Mapping[str, Any], context: ToolContext) -> None:
         source = _checked_notebook(context, config, "source_notebook_id", required=False)
-        target = _checked_notebook(context, config, "target_notebook_id", required=True)
+        target = _checked_notebook(context, config, "target_notebook_id", required=True, write=True)
         if source == target:
             raise InvalidInput(
                 "target_notebook_id must differ from source_notebook_id: the to-dos made there would "
@@ -488,11 +545,13 @@ class EventExtraction(_NoteQueue):
             if source is None:
                 log.info("event_extraction: note %s went away before its events were recorded", note_id_of(item))
                 return
-            allowed = run.context.allowed_notebooks(conn=c)
+            # Where the to-dos go, and where an earlier one may be updated: what the person may change.
+            allowed = writable_notebooks(run.context, c)
             book = ws.notebooks_by_id([target], conn=c).get(target)
             if book is None or book.deleted_time is not None or (allowed is not None and target not in allowed):
                 raise InvalidInput(
-                    f"target_notebook_id: notebook {target!r} does not exist any more; choose another",
+                    f"target_notebook_id: notebook {target!r} does not exist any more or is no longer yours to "
+                    "change; choose another",
                     field="target_notebook_id",
                 )
             for slot, event in enumerate(verdict["events"]):
@@ -518,7 +577,7 @@ class EventExtraction(_NoteQueue):
                 old = None
             if old is not None and old.deleted_time is None:
                 if allowed is not None and old.notebook_id not in allowed:
-                    return  # the user moved it out of the job's sight: theirs now, left alone
+                    return  # moved out of the job's reach (or sight): the user's now, left alone
                 # Updated where it is (the user may have moved it); whether it is done, or a
                 # to-do at all, is the user's to say.
                 ws.update_note(old.id, title=title, body=body, todo_due=due, conn=c)
@@ -552,6 +611,7 @@ class ClipSafety(_NoteQueue):
 
     name = "clip_safety"
     label = "Check web clips for danger"
+    changes_items = True  # the scan is written on the note
     untrusted_digest = True  # a clipped page is someone else's text, written to be read
     digest_max = CLIP_TEXT_MAX + URL_MAX + 2 * TITLE_MAX + HOSTS_LINE_MAX + 200
     verdict_schema: Mapping[str, Any] = {

@@ -23,7 +23,7 @@ from typing import Any
 from anyio import to_thread
 
 from noteloom.default_plugins.workspace_tools.common import note_meta
-from noteloom.default_plugins.workspace_tools.scope import Books
+from noteloom.default_plugins.workspace_tools.scope import Books, target_notebook
 from noteloom.hooks import hookimpl
 from noteloom.tools import NoteNamer, ToolContext, ToolDef, ToolError, ToolResult
 from noteloom.webtools import MAX_CHARS, Page, SearchBackend, WebFetcher
@@ -94,14 +94,7 @@ def _save(ctx: ToolContext, page: Page, notebook: str | None) -> dict[str, Any]:
     ws = ctx.workspace
     with ws.write() as c:
         books = Books(ctx, c)
-        if notebook is not None:
-            book = books.resolve(notebook)
-        else:
-            book = ws.default_notebook(conn=c)
-            if not ctx.scope.unrestricted and not books.in_scope(book.id):
-                raise ToolError("no notebook was named and the default one is not available; name one "
-                                "(list_notebooks)")
-        books.by_id.setdefault(book.id, book)
+        book = target_notebook(ctx, c, books, notebook)  # the person's own default, or one they may write
         title = " ".join((page.title or page.url).split())[:200]
         note = ws.create_note(title, page.text, book.id, source_url=page.url, conn=c)
     return {**note_meta(note, books.title(note.notebook_id)), "body_length": len(note.body)}

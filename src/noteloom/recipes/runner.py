@@ -537,11 +537,6 @@ class RecipeRunner:
         await to_thread.run_sync(_check_config, job, config, prep.context)
         provider, model, address = self._resolve(prep)
         nonce = secrets.token_hex(8)
-        system = "\n\n".join(part for part in (
-            s.prompt.strip() or job.default_prompt,
-            output_instruction(job.verdict_schema),
-            CONTRACT.format(nonce=nonce) if job.untrusted_digest else "",
-        ) if part)
         dry = sample is not None
         seen: set[str] = set()
         recipe_id, run_id = prep.recipe.id, prep.record.run_id
@@ -553,7 +548,15 @@ class RecipeRunner:
             with db.read_tx(self.db) as c:
                 return store.handled(c, recipe_id, list(keys))
 
+        # The run acts as the recipe's owner: the context is theirs (prep.context), and so is
+        # the verdict's schema where it depends on what they may see (triage's tags).
         prun = PipelineRun(prep.context, recipe_id, run_id, config, handled)
+        schema = await to_thread.run_sync(_verdict_schema, job, prun)
+        system = "\n\n".join(part for part in (
+            s.prompt.strip() or job.default_prompt,
+            output_instruction(schema),
+            CONTRACT.format(nonce=nonce) if job.untrusted_digest else "",
+        ) if part)
         out = _Outcome("succeeded", model=address)
         b = s.budgets
         limit = sample if sample is not None else s.batch_size
@@ -650,7 +653,8 @@ class RecipeRunner:
                 return None, None, stop
             answer = result.text
             try:
-                verdict = check(job.verdict_schema, extract(answer))
+                schema = await to_thread.run_sync(_verdict_schema, job, prun)
+                verdict = check(schema, extract(answer))
                 await to_thread.run_sync(job.validate_verdict, prun, item, verdict)
             except (invalid, InvalidInput) as exc:
                 error = str(exc)
@@ -837,6 +841,14 @@ def stop_run(engine: Engine, run_id: str) -> bool:
         if rec.ended:
             return False
         return run_store.request_cancel(c, run_id)
+
+
+def _verdict_schema(job: PipelineJob, run: PipelineRun) -> Mapping[str, Any]:
+    """What ``job`` takes as a verdict in ``run``: its ``verdict_schema_for(run)`` where it has
+    one (a schema that depends on the run's person, read afresh: blocking), else its
+    ``verdict_schema``."""
+    per_run = getattr(job, "verdict_schema_for", None)
+    return per_run(run) if callable(per_run) else job.verdict_schema
 
 
 def _check_config(job: PipelineJob, config: dict[str, Any], context: ToolContext) -> None:

@@ -61,9 +61,11 @@ class RecipeService:
 
     # -- saving -----------------------------------------------------------------------------
 
-    def check(self, spec: RecipeSpec, *, previous: Recipe | None = None) -> list[str]:
+    def check(self, spec: RecipeSpec, *, previous: Recipe | None = None, user: User | None = None) -> list[str]:
         """Check ``spec`` against this app (``InvalidInput`` naming the field); the warnings a
-        person should still read (tools this app does not have, skipped when the recipe runs)."""
+        person should still read (tools this app does not have, skipped when the recipe runs).
+        ``user`` is the recipe's owner, as whom it runs: a job's notebooks and the data
+        sources are checked against what they may see and change (``None``: the owner)."""
         warnings: list[str] = []
         if spec.model is not None:
             name = spec.model.split(":", 1)[0]
@@ -83,7 +85,7 @@ class RecipeService:
             if unknown:
                 warnings.append(f"this app has no tool {', '.join(map(repr, unknown))}: it is skipped when the "
                                 "recipe runs, and the run's trace says so")
-            warnings += self._data_warnings(spec)
+            warnings += self._data_warnings(spec, user)
             chosen = [tools[n] for n in spec.tools if n in tools]
             readers = [t.name for t in chosen if t.untrusted_output]
             writers = [t.name for t in chosen if t.writes_out]
@@ -99,14 +101,14 @@ class RecipeService:
                                    f"{', '.join(sorted(self.host.pipeline_jobs)) or 'none'}", field="job")
             from noteloom.recipes.runner import _check_config
 
-            _check_config(job, dict(spec.job_config), self.host.tool_context(None))
+            _check_config(job, dict(spec.job_config), self.host.tool_context(user))
             if job.untrusted_digest and not spec.allow_tainted_writes:
                 raise InvalidInput(
                     f"job {job.name!r} judges text others wrote, and its verdicts change your workspace: set "
                     "allow_tainted_writes to acknowledge that", field="allow_tainted_writes")
         return warnings
 
-    def _data_warnings(self, spec: RecipeSpec) -> list[str]:
+    def _data_warnings(self, spec: RecipeSpec, user: User | None) -> list[str]:
         """What a person should know of the recipe's data sources: names the workspace has not
         opted in (they read nothing; the opt-in may come later), data tools it cannot use."""
         catalog = self.host.services.get("data")
@@ -119,7 +121,7 @@ class RecipeService:
             out.append(f"data_sources: {', '.join(map(repr, stray))} not opted in under [data] in noteloom.toml; "
                        "it reads nothing from them until they are")
         used = [n for n in spec.tools if n in DATA_TOOLS]
-        context = self.host.tool_context(None, data_sources=None if spec.data_sources is None
+        context = self.host.tool_context(user, data_sources=None if spec.data_sources is None
                                          else frozenset(spec.data_sources))
         if used and not catalog.allowed(context):
             out.append(f"{' and '.join(used)}: no data source is readable for this recipe, so "
@@ -132,7 +134,7 @@ class RecipeService:
     def add(self, user: User, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Save a new recipe; its view with ``warnings``."""
         spec = check_spec(raw)
-        warnings = self.check(spec)
+        warnings = self.check(spec, user=user)
         with db.write_tx(self.db) as c:
             recipe = store.insert(c, user.id, spec, next_fire_time=self._next_fire(spec, db.now_ms()),
                                   acknowledged_by=user.id)
@@ -144,7 +146,7 @@ class RecipeService:
         with db.read_tx(self.db) as c:
             recipe = store.find(c, user.id, ref)
         spec = check_spec(changes, base=recipe.spec)
-        warnings = self.check(spec, previous=recipe)
+        warnings = self.check(spec, previous=recipe, user=user)
         with db.write_tx(self.db) as c:
             current = store.find(c, user.id, recipe.id)
             nxt = current.next_fire_time
@@ -583,7 +585,7 @@ class RecipeService:
                 raise InvalidInput(f"recipe {i + 1} in the file is not an object", field=f"recipes[{i}]")
             try:
                 spec = dataclasses.replace(check_spec({**raw, "enabled": False}), enabled=False)
-                warnings.append(self.check(spec))
+                warnings.append(self.check(spec, user=user))
             except InvalidInput as exc:
                 name = raw.get("name", f"#{i + 1}")
                 raise InvalidInput(f"recipe {name!r}: {exc}", field=f"recipes[{i}].{exc.field or ''}".rstrip(".")) \

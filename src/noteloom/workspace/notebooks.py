@@ -148,18 +148,29 @@ class Notebooks(Store):
             paths = ", ".join(repr(path_of(b)) for b in matches)
             raise Conflict(f"several notebooks are named {ref!r} ({paths}); give the full path or the id")
 
-    def default_notebook(self, *, conn: Connection | None = None) -> Notebook:
-        """The notebook new notes go to when none is named: the first top-level one, created if missing."""
+    def default_notebook(self, *, owner_id: str | None = None, conn: Connection | None = None) -> Notebook:
+        """The notebook new notes go to when none is named: the first top-level notebook of
+        its person, created (titled as usual) if they have none.
+
+        ``owner_id`` names the person (``None``, or the owner's own id: the workspace owner,
+        whose notebooks are those without an ``owner_id``); a workspace of one person has
+        only the owner's, so this is its first top-level notebook, as it always was."""
+        nb, u = db.notebooks, db.users
         with self._w(conn) as c:
+            owner = c.execute(sa.select(u.c.id).where(u.c.role == "owner").limit(1)).scalar()
+            if owner_id is not None and owner_id == owner:
+                owner_id = None
+            whose = nb.c.owner_id == owner_id if owner_id is not None else sa.or_(
+                nb.c.owner_id.is_(None), *([nb.c.owner_id == owner] if owner is not None else []))
             row = c.execute(
-                sa.select(db.notebooks)
-                .where(db.notebooks.c.deleted_time.is_(None), db.notebooks.c.parent_id.is_(None))
-                .order_by(db.notebooks.c.created_time, db.notebooks.c.id)
+                sa.select(nb)
+                .where(nb.c.deleted_time.is_(None), nb.c.parent_id.is_(None), whose)
+                .order_by(nb.c.created_time, nb.c.id)
                 .limit(1)
             ).first()
             if row is not None:
                 return self._notebook_from_row(row)
-            return self.create_notebook(DEFAULT_NOTEBOOK_TITLE, conn=c)
+            return self.create_notebook(DEFAULT_NOTEBOOK_TITLE, owner_id=owner_id, conn=c)
 
     def update_notebook(
         self,

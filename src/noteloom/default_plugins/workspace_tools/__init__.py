@@ -41,7 +41,14 @@ from noteloom.default_plugins.workspace_tools.schemas import (
     input_schema_of,
     output_schema_of,
 )
-from noteloom.default_plugins.workspace_tools.scope import Books, notebook_titles, visible_note
+from noteloom.default_plugins.workspace_tools.scope import (
+    Books,
+    notebook_titles,
+    read_only,
+    target_notebook,
+    visible_note,
+    writable_note,
+)
 from noteloom.default_plugins.workspace_tools.write import (
     CREATE_NOTE,
     CREATE_NOTEBOOK,
@@ -81,12 +88,15 @@ __all__ = [
     "notebook_titles",
     "output_schema_of",
     "parse_time",
+    "read_only",
     "register_tools",
     "share_budget",
+    "target_notebook",
     "text_page",
     "threaded",
     "untrusted_if",
     "visible_note",
+    "writable_note",
 ]
 
 

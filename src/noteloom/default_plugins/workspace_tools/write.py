@@ -1,12 +1,16 @@
-"""The write tools, off by default: create, change, tag, trash and restore notes; create notebooks."""
+"""The write tools, off by default: create, change, tag, trash and restore notes; create notebooks.
+
+Each acts as the person asking: it changes only notebooks that are theirs or shared with
+them to write (a move needs both ends); one shared to read only is refused (``Forbidden``),
+one they cannot see reads exactly like a missing one. A note with no notebook named goes
+to the person's own default notebook; a top-level notebook belongs to whoever makes it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-
-from sqlalchemy.engine import Connection
 
 from noteloom.default_plugins.workspace_tools.common import note_meta, parse_time, threaded
 from noteloom.default_plugins.workspace_tools.schemas import (
@@ -17,9 +21,8 @@ from noteloom.default_plugins.workspace_tools.schemas import (
     nullable,
     output_schema_of,
 )
-from noteloom.default_plugins.workspace_tools.scope import Books, visible_note
+from noteloom.default_plugins.workspace_tools.scope import Books, target_notebook, writable_note
 from noteloom.tools import NoteNamer, ToolContext, ToolDef, ToolError, never
-from noteloom.workspace import Notebook
 
 # What asks the user first, and how the card reads, live with each tool (noteloom.policy
 # resolves the rest): replacing or removing content asks; adding text, notes or tags does not.
@@ -54,22 +57,12 @@ def _describe_tags(args: Mapping[str, Any], name: NoteNamer) -> str:
     return f"On {name(str(args.get('id', '')))}: " + " and ".join(parts or ["change no tags"]) + "."
 
 
-def _target_book(ctx: ToolContext, c: Connection, books: Books, ref: str | None) -> Notebook:
-    if ref is not None:
-        return books.resolve(ref)
-    book = ctx.workspace.default_notebook(conn=c)
-    if not books.in_scope(book.id) and not (ctx.scope.unrestricted):
-        raise ToolError("no notebook was named and the default one is not available; name one (list_notebooks)")
-    return book
-
-
 def _create_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
     due = parse_time(args.get("todo_due"), "todo_due")
     ws = ctx.workspace
     with ws.write() as c:
         books = Books(ctx, c)
-        book = _target_book(ctx, c, books, args.get("notebook"))
-        books.by_id.setdefault(book.id, book)
+        book = target_notebook(ctx, c, books, args.get("notebook"))
         note = ws.create_note(
             args["title"],
             args.get("body", ""),
@@ -143,7 +136,7 @@ def _update_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
     ws = ctx.workspace
     with ws.write() as c:
         books = Books(ctx, c)
-        note = visible_note(ctx, c, args["id"])
+        note = writable_note(ctx, c, args["id"], books)
         fields: dict[str, Any] = {}
         if "title" in args:
             fields["title"] = args["title"]
@@ -151,7 +144,9 @@ def _update_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
         if body is not None:
             fields["body"] = body
         if "notebook" in args:
+            # A move changes both notebooks: the person must be able to write to each.
             fields["notebook_id"] = books.resolve(args["notebook"]).id
+            books.check_writable(fields["notebook_id"])
         if "todo_due" in args:
             fields["todo_due"] = parse_time(args["todo_due"], "todo_due")
         if "todo_completed" in args:
@@ -217,7 +212,7 @@ UPDATE_NOTE = ToolDef(
 def _delete_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
     ws = ctx.workspace
     with ws.write() as c:
-        note = visible_note(ctx, c, args["id"])
+        note = writable_note(ctx, c, args["id"])
         ws.delete_note(note.id, conn=c)
     return {
         "id": note.id,
@@ -253,7 +248,7 @@ def _manage_tags(ctx: ToolContext, args: dict[str, Any]) -> Any:
         raise ToolError(f"tags {sorted(both)!r} are both in add and in remove; keep each in one list")
     ws = ctx.workspace
     with ws.write() as c:
-        note = visible_note(ctx, c, args["id"])
+        note = writable_note(ctx, c, args["id"])
         added = ws.add_tags(note.id, add, create_missing=True, conn=c) if add else []
         removed = ws.remove_tags(note.id, remove, conn=c) if remove else []
         tags = ws.tags_of([note.id], conn=c).get(note.id, [])
@@ -297,8 +292,13 @@ def _create_notebook(ctx: ToolContext, args: dict[str, Any]) -> Any:
     with ws.write() as c:
         books = Books(ctx, c)
         parent = books.resolve(args["parent"]) if args.get("parent") is not None else None
-        book = ws.create_notebook(args["title"], parent.id if parent else None, conn=c)
-        books.by_id[book.id] = book
+        if parent is not None:
+            books.check_writable(parent.id)  # a sub-notebook is its parent's owner's
+        user = ctx.user
+        # A top-level notebook is whoever makes it's (the owner's stay without an owner_id).
+        owner = None if parent is not None or user is None or user.role == "owner" else user.id
+        book = ws.create_notebook(args["title"], parent.id if parent else None, owner_id=owner, conn=c)
+        books.add(book)
         if not books.scope.allows_chain(books.chain(book.id)):
             # Raising rolls the insert back: tools may not create what they could not see.
             raise ToolError(
@@ -338,6 +338,7 @@ def _restore_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
         place = None if item is None else item.id if item.kind == "notebook" else item.parent_id
         if item is None or place is None or not books.in_scope_chain(place):
             raise ToolError(gone)
+        books.check_writable(place, note_id=item_id if item.kind == "note" else None, trashed=True)
         restored = ws.restore(item_id, conn=c)
         after = Books(ctx, c)
         where = restored.id if restored.kind == "notebook" else restored.parent_id or ""
