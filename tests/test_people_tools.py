@@ -31,6 +31,7 @@ from noteloom.messages import ToolResultPart
 from noteloom.pipeline import PipelineRun
 from noteloom.semantic import SemanticIndex
 from noteloom.tools import ToolContext, ToolError
+from noteloom.webtools import Page, WebFetcher
 from noteloom.workspace import Note, Notebook, User
 from recipe_support import running, scripted, service
 from semantic_support import local_model
@@ -179,6 +180,26 @@ async def test_a_foreign_note_or_notebook_answers_every_write_exactly_like_a_mis
     any_app.workspace.delete_note(foreign_note)
     await same_as_missing(any_app, w.ann, "restore_note", lambda i: {"id": i}, foreign_note)
     assert any_app.workspace.get_note(foreign_note, include_deleted=True).deleted_time is not None
+
+
+class StubPages(WebFetcher):
+    """Every address is the same short page (clip_url's writing is what is tested here)."""
+
+    async def fetch(self, url: str, mode: Any = "reader") -> Page:
+        return Page(url, "Tides", "reader", "article", "High tide at six.")
+
+
+async def test_clip_url_saves_only_where_the_person_may_write(any_app: App) -> None:
+    w = world(any_app)
+    any_app.services["web"] = StubPages()
+    any_app.registry.set_enabled(any_app.workspace, "clip_url", True)
+    url = "https://tides.example/today"
+    saved = await call(any_app, w.ann, "clip_url", {"url": url, "notebook": w.books["write"].id})
+    assert saved["notebook_id"] == w.books["write"].id
+    read_only_refusal(await error(any_app, w.ann, "clip_url", {"url": url, "notebook": w.books["read"].id}))
+    await same_as_missing(any_app, w.ann, "clip_url", lambda i: {"url": url, "notebook": i}, w.books["foreign"].id)
+    bobs = await call(any_app, w.bob, "clip_url", {"url": url})
+    assert any_app.workspace.get_notebook(bobs["notebook_id"]).owner_id == w.bob.id
 
 
 # -- what a person creates is theirs ----------------------------------------------------------------
