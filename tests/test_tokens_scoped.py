@@ -3,8 +3,8 @@
 The command line round trip (new, list, revoke); expired and revoked tokens refused alike;
 MCP over HTTP with the official client under a read-only token, a tool allowlist and a
 notebook scope (intersected with the workspace's, never widening it); the JSON API and a
-browser session under scoped tokens; and an old database's token keeping full access
-after the migration. Storage is exercised on SQLite and PostgreSQL.
+browser session under scoped tokens (tests/test_people_api.py has the API's notebook
+filter); and an old database's token keeping full access after the migration. Storage is exercised on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -328,9 +328,15 @@ async def test_the_json_api_under_scoped_expired_and_revoked_tokens(app: App) ->
         preview = await http.post("/api/v1/notes/preview", json={"markdown": "# Hi"}, headers=_bearer(reader))
         assert preview.status_code == 200  # POSTed, but only reads
         assert app.workspace.get_note(ids["work"]).title == "Plan apples"
-        for token in (narrow, tools_only):
-            refused = await http.get("/api/v1/notes", headers=_bearer(token))
-            assert refused.status_code == 403 and "/mcp" in refused.json()["message"]
+        # A tool allowlist is for MCP only: API routes are not tools.
+        refused = await http.get("/api/v1/notes", headers=_bearer(tools_only))
+        assert refused.status_code == 403 and "/mcp" in refused.json()["message"]
+        # A notebook scope filters the notes API (it was refused before the API acted as the
+        # person asking) and still keeps the token off the routes that cannot keep to it.
+        listed = await http.get("/api/v1/notes", headers=_bearer(narrow))
+        assert listed.status_code == 200 and [n["id"] for n in listed.json()["notes"]] == [ids["work"]]
+        chat = await http.get("/api/v1/chat/conversations", headers=_bearer(narrow))
+        assert chat.status_code == 403 and "--scope" in chat.json()["message"]
         # A browser session started from the read-only token reads, and cannot write.
         signed = await http.post("/api/v1/auth/sign-in", json={"token": reader})
         session = {"X-Noteloom-Session": signed.json()["session"]}

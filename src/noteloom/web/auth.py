@@ -19,11 +19,22 @@ and plugins', ``/plugins/NAME/static/…``), the HTML shells (the pages fetch wh
 from ``/api/v1``), and the sign-in route, which checks the token it is given.
 
 A scoped token (``accounts.TokenScopes``), and a browser session started from one, is
-held to its scopes here, failing closed: ``/mcp`` enforces every scope per tool
-(``mcp.py``); elsewhere a read-only credential may only read (``GET``/``HEAD`` and the note
-preview; anything else is 403), and one limited to some tools or notebooks is refused (403, saying why)
-on every other route, since the JSON API and the pages cannot honour those limits yet.
-An expired token is a 401 like an unknown one.
+held to its scopes here, failing closed (a 403 that says why):
+
+- ``/mcp`` enforces every scope per tool (``mcp.py``);
+- a tool allowlist is honoured by ``/mcp`` only: the API's routes are not tools, and no
+  route answers for exactly one tool, so such a credential is refused everywhere else;
+- a read-only credential may only read (``GET``/``HEAD`` and the note preview);
+- a notebook scope is honoured by the routes that keep to it (:data:`NOTEBOOK_ROUTES`):
+  the notes, notebooks and attachments filter by it (``web/access.py``: the person's access
+  narrowed by the token's notebooks), and sign-out, the index status, tool policies and the
+  person's memories hold nothing of a notebook. Every other route is refused to it, and so
+  is a route added later until it is listed there: the chat's turns and the recipes' runs
+  call tools over every notebook of the person, and notifications carry what the runs
+  read, so none of them could keep to the token's notebooks.
+
+Who is asking, and what they may see, is for the routes to apply: every route acts as the
+person (``web/access.py``). An expired token is a 401 like an unknown one.
 """
 
 from __future__ import annotations
@@ -81,18 +92,29 @@ READ_METHODS = frozenset({"GET", "HEAD"})
 READ_POSTS = frozenset({"/api/v1/notes/preview"})
 
 
+_ID = r"[0-9a-f]{32}"
+#: The routes a notebook-scoped credential may use: each keeps to the token's notebooks (or
+#: holds nothing of any notebook). A route not listed is refused to it (fail closed).
+NOTEBOOK_ROUTES = re.compile(
+    rf"^/api/v1/(?:notes|notes/preview|notes/{_ID}|notes/{_ID}/rendered|notes/{_ID}/revisions"
+    rf"|notes/{_ID}/revisions/{_ID}/restore|notebooks|index/status|tools/[^/]+/policy|memory(?:/[^/]+)?"
+    rf"|openapi\.json)$|^/attachments/[^/]+$"
+)
+
+
 def scope_refusal(scopes: TokenScopes, method: str, path: str) -> str | None:
     """Why a credential with ``scopes`` may not make this request here, or ``None``."""
     if scopes.unrestricted or path == MCP_PATH or path in ALWAYS_ALLOWED:
         return None
-    if scopes.tools is not None or scopes.notebooks:
-        limits = " and ".join(
-            w for w, on in (("some tools", scopes.tools is not None), ("some notebooks", bool(scopes.notebooks))) if on
-        )
-        return (f"this token is limited to {limits}, which only MCP (/mcp) can honour so far: "
-                "use it there, or make a token without --tools/--scope for the API and the web app")
+    if scopes.tools is not None:
+        return ("this token is limited to some tools, which only MCP (/mcp) can honour: the API's routes "
+                "are not tools. Use it there, or make a token without --tools for the API and the web app")
     if scopes.read_only and method.upper() not in READ_METHODS and path not in READ_POSTS:
         return "this token is read-only: it cannot change anything (make one without --read-only to write)"
+    if scopes.notebooks and NOTEBOOK_ROUTES.match(path) is None:
+        return (f"this token is limited to some notebooks, and {path} does not keep to them (the chat, recipes "
+                "and notifications reach every notebook of yours): use it for notes (/api/v1/notes) and MCP "
+                "(/mcp), or make a token without --scope for the rest of the web app")
     return None
 
 

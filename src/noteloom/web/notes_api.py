@@ -1,5 +1,10 @@
 """Notes over JSON for the chat page's notes pane: list and search, read, create, save
-(with a guard against overwriting a newer version), revisions and restore."""
+(with a guard against overwriting a newer version), revisions and restore.
+
+Every route acts as the person asking, within their token's notebooks (``web/access.py``):
+lists, searches and counts hold only what they may see, a note or notebook out of sight is
+a 404 exactly like a missing one, and a change to a notebook shared with them to read only
+is a 403."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from pydantic import BaseModel, Field
 from noteloom.app import App
 from noteloom.errors import Conflict
 from noteloom.search import search_notes
+from noteloom.web.access import request_scope
 from noteloom.web.api_base import (
     ERRORS,
     ID_PATTERN,
@@ -24,7 +30,6 @@ from noteloom.web.api_base import (
     checked_body,
     install_error_handlers,
     note_out,
-    user_of,
 )
 from noteloom.web.render import render_markdown
 
@@ -101,38 +106,65 @@ def install(api: FastAPI, app: App) -> None:
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0,
     ) -> dict[str, Any]:
-        """Recently changed notes, or the notes matching `q` (the search syntax of the app)."""
-        user_of(request)
+        """Recently changed notes, or the notes matching `q` (the search syntax of the app);
+        only notes you may see."""
+        scope = request_scope(request, ws)
+
+        def books(c: Any) -> set[str] | None:
+            visible = scope.visible_ids(c)
+            if notebook_id is None:
+                return visible
+            return {notebook_id} if visible is None or notebook_id in visible else set()
+
         if q and q.strip():
-            books = [notebook_id] if notebook_id else None
-            hits = await to_thread.run_sync(lambda: search_notes(ws, q, limit=limit, offset=offset, notebook_ids=books))
+            def search() -> list[Any]:
+                with ws.read() as c:
+                    return search_notes(ws, q, limit=limit, offset=offset, notebook_ids=books(c), conn=c)
+
+            hits = await to_thread.run_sync(search)
             return {"notes": [{"id": h.id, "notebook_id": h.notebook_id, "title": h.title,
                                "updated_time": h.updated_time, "snippet": h.snippet} for h in hits]}
-        rows = await to_thread.run_sync(lambda: ws.list_notes(notebook_id, limit=limit, offset=offset))
+
+        def listing() -> list[Any]:
+            with ws.read() as c:
+                return ws.list_notes(notebook_id, limit=limit, offset=offset, notebook_ids=books(c), conn=c)
+
+        rows = await to_thread.run_sync(listing)
         return {"notes": [{"id": n.id, "notebook_id": n.notebook_id, "title": n.title,
                            "updated_time": n.updated_time, "is_todo": n.is_todo, "todo_due": n.todo_due,
                            "todo_completed": n.todo_completed} for n in rows]}
 
     @r.post("/notes", response_model=NoteOut, status_code=201)
     async def create_note(request: Request, body: NoteCreate) -> dict[str, Any]:
-        """Create a note (in the default notebook unless one is given)."""
-        user_of(request)
-        note = await to_thread.run_sync(lambda: ws.create_note(body.title, body.body, body.notebook_id))
-        return note_out(note)
+        """Create a note: in `notebook_id` (one you may change), else in your default notebook
+        (your first own notebook, made for you if you have none)."""
+        scope = request_scope(request, ws)
+
+        def create() -> Any:
+            with ws.write() as c:
+                book = scope.new_note_notebook(body.notebook_id, c)
+                return ws.create_note(body.title, body.body, book, conn=c)
+
+        return note_out(await to_thread.run_sync(create))
 
     @r.get("/notes/{note_id}", response_model=NoteOut)
     async def get_note(request: Request, note_id: IdPath) -> dict[str, Any]:
-        user_of(request)
-        return note_out(await to_thread.run_sync(lambda: ws.get_note(note_id)))
+        scope = request_scope(request, ws)
+
+        def read() -> Any:
+            with ws.read() as c:
+                return scope.note(note_id, c)
+
+        return note_out(await to_thread.run_sync(read))
 
     @r.patch("/notes/{note_id}", response_model=NoteOut)
     async def update_note(request: Request, note_id: IdPath, body: NotePatch) -> dict[str, Any]:
         """Save a new title and/or body; the previous version becomes a revision."""
-        user_of(request)
+        scope = request_scope(request, ws)
 
         def save() -> Any:
             with ws.write() as c:
-                current = ws.get_note(note_id, conn=c)
+                current = scope.note(note_id, c, write=True)
                 if body.base_updated_time is not None and body.base_updated_time != current.updated_time:
                     raise Conflict(
                         f"note {note_id!r} has changed since you opened it; reload it, then edit again"
@@ -143,19 +175,26 @@ def install(api: FastAPI, app: App) -> None:
 
     @r.get("/notes/{note_id}/revisions", response_model=RevisionList)
     async def revisions(request: Request, note_id: IdPath) -> dict[str, Any]:
-        """Earlier versions, newest first."""
-        user_of(request)
-        revs = await to_thread.run_sync(lambda: ws.list_revisions(note_id))
+        """Earlier versions, newest first (of a note in the trash too)."""
+        scope = request_scope(request, ws)
+
+        def listing() -> list[Any]:
+            with ws.read() as c:
+                scope.note(note_id, c, trashed=True)
+                return ws.list_revisions(note_id, conn=c)
+
+        revs = await to_thread.run_sync(listing)
         return {"revisions": [{"id": v.id, "title": v.title, "chars": v.chars, "version_time": v.version_time,
                                "created_time": v.created_time} for v in revs]}
 
     @r.post("/notes/{note_id}/revisions/{revision_id}/restore", response_model=NoteOut)
     async def restore(request: Request, note_id: IdPath, revision_id: IdPath) -> dict[str, Any]:
         """Make an earlier version current (the current one becomes a revision too)."""
-        user_of(request)
+        scope = request_scope(request, ws)
 
         def run() -> Any:
             with ws.write() as c:
+                scope.note(note_id, c, write=True)
                 if not any(v.id == revision_id for v in ws.list_revisions(note_id, conn=c)):
                     raise Conflict(f"revision {revision_id!r} is not a version of note {note_id!r}")
                 return ws.restore_revision(revision_id, conn=c)
@@ -165,13 +204,20 @@ def install(api: FastAPI, app: App) -> None:
     @r.post("/notes/preview", response_model=PreviewOut)
     async def preview(request: Request, body: PreviewIn) -> dict[str, Any]:
         """Markdown rendered to safe HTML, as the note pages show it."""
-        user_of(request)
+        request_scope(request, ws)
         return {"html": await to_thread.run_sync(render_markdown, body.markdown)}
 
     @r.get("/notebooks", response_model=list[NotebookItem])
     async def notebooks(request: Request) -> list[dict[str, Any]]:
-        user_of(request)
-        books = await to_thread.run_sync(ws.list_notebooks)
+        """The notebooks you may see, with their notes' counts (a notebook shared with you
+        without its parent shows at the top)."""
+        scope = request_scope(request, ws)
+
+        def listing() -> list[Any]:
+            with ws.read() as c:
+                return scope.visible_notebooks(c)
+
+        books = await to_thread.run_sync(listing)
         return [{"id": b.id, "parent_id": b.parent_id, "title": b.title, "note_count": b.note_count} for b in books]
 
     api.include_router(r)

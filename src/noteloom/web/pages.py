@@ -4,12 +4,14 @@ Every page is the same static chrome whatever the workspace holds; its script
 (``static/pages.js``, ``static/chat.js``) signs in and fetches what the page shows from
 ``/api/v1`` with the session header. So the shells need no credential and a page from
 another server that loads one learns nothing. Attachments are private: the pages fetch
-them with the header and show them as ``blob:`` URLs.
+them with the header and show them as ``blob:`` URLs; an attachment of a note the person
+asking may not see (``web/access.py``) is a 404 like a missing one.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from anyio import to_thread
 from fastapi import APIRouter, HTTPException
@@ -18,6 +20,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.requests import Request
 
 from noteloom.app import App
+from noteloom.web.access import request_scope
 
 templates = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 
@@ -46,9 +49,15 @@ def router(app: App) -> APIRouter:
         return shell(request, "docs.html", "docs")
 
     @r.get("/attachments/{attachment_id}")
-    async def attachment(attachment_id: str) -> FileResponse:
+    async def attachment(request: Request, attachment_id: str) -> FileResponse:
+        scope = request_scope(request, ws)
+
+        def find() -> Any:
+            with ws.read() as c:
+                return scope.attachment(attachment_id, c)
+
         try:
-            a = await to_thread.run_sync(lambda: ws.get_attachment(attachment_id))
+            a = await to_thread.run_sync(find)
             path = ws.attachment_path(a.id, a.filename)
         except Exception as exc:
             raise HTTPException(404, f"no attachment {attachment_id!r}") from exc

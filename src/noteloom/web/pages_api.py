@@ -1,6 +1,8 @@
 """What the note pages show, over JSON: a note rendered to sanitised HTML with its details.
 
 The page shells hold no data (``web/pages.py``); they fetch this with the session header.
+It acts as the person asking (``web/access.py``): a note they may not see is a 404 like a
+missing one.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, Field
 
 from noteloom.app import App
-from noteloom.web.api_base import ERRORS, IdPath, install_error_handlers, user_of
+from noteloom.web.access import request_scope
+from noteloom.web.api_base import ERRORS, IdPath, install_error_handlers
 from noteloom.web.render import render_markdown, safe_link
 
 
@@ -40,8 +43,13 @@ def install(api: FastAPI, app: App) -> None:
     @r.get("/notes/{note_id}/rendered", response_model=RenderedNote)
     async def rendered(request: Request, note_id: IdPath) -> dict[str, Any]:
         """A note as its page shows it."""
-        user_of(request)
-        n = await to_thread.run_sync(lambda: ws.get_note(note_id))
+        scope = request_scope(request, ws)
+
+        def read() -> Any:
+            with ws.read() as c:
+                return scope.note(note_id, c)
+
+        n = await to_thread.run_sync(read)
         html = await to_thread.run_sync(render_markdown, n.body)
         return {"id": n.id, "notebook_id": n.notebook_id, "title": n.title, "html": html, "tags": list(n.tags),
                 "is_todo": n.is_todo, "todo_due": n.todo_due, "todo_completed": n.todo_completed,
