@@ -76,8 +76,18 @@ async def test_another_users_memories_are_missing_and_shared_ones_are_everyones(
     async with client(any_app, guest_token) as guest:
         seen = {m["id"] for m in (await guest.get(BASE)).json()}
         assert seen == {theirs.id, shared["id"]}
-        r = await guest.patch(f"{BASE}/{shared['id']}", json={"title": "Salary policy"})
-        assert r.status_code == 200 and r.json()["title"] == "Salary policy"  # any person curates shared ones
+        # Shared memories reach everyone's assistant: a member reads them, only the owner or an
+        # admin changes them (a member's attempt is a 403 and changes nothing).
+        for method, body in (("PATCH", {"title": "Salary policy"}), ("DELETE", None)):
+            r = await guest.request(method, f"{BASE}/{shared['id']}", json=body)
+            assert r.status_code == 403 and r.json()["error"] == "forbidden", method
+        r = await guest.post(BASE, json={"content": "a shared fact of mine", "scope": "shared"})
+        assert r.status_code == 403
+    admin = any_app.workspace.add_person("ada", role="admin")
+    async with client(any_app, any_app.workspace.create_token(admin.id)) as ada:
+        r = await ada.patch(f"{BASE}/{shared['id']}", json={"title": "Salary policy"})
+        assert r.status_code == 200 and r.json()["title"] == "Salary policy"
+        assert (await ada.get(f"{BASE}/{theirs.id}")).status_code == 404  # personal ones stay personal
     with db.read_tx(any_app.engine) as c:
         assert store.get(c, guest_id, theirs.id) is not None  # untouched by the owner's attempts
 

@@ -3,10 +3,13 @@ and delete the facts the assistant keeps.
 
 Every route acts for the user whose token came with the request, through
 :mod:`noteloom.memory.store`: their personal memories and the workspace's shared ones;
-another person's memory reads as missing (404, the same answer as an unknown id). A person
-may add, change and delete shared memories; the AI never writes them (its ``remember``
-tool writes personal ones only). Errors are ``{"error": code, "message": text}``
-(``api_base.HTTP_ERRORS``): 404 missing, 422 bad input naming the field.
+another person's memory reads as missing (404, the same answer as an unknown id), for
+admins too. Shared memories and whether new chats have memory are the workspace's: every
+person's assistant reads them, so the owner and admins add, change and delete them and set
+the default, and a member reads them (a change is 403). The AI never writes shared ones (its
+``remember`` tool writes personal ones only). Errors are ``{"error": code, "message":
+text}`` (``api_base.HTTP_ERRORS``): 403 for a member changing what is the workspace's, 404
+missing, 422 bad input naming the field.
 """
 
 from __future__ import annotations
@@ -19,15 +22,15 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, StrictBool
 
 from noteloom import db
+from noteloom.accounts import User
 from noteloom.app import App
 from noteloom.chat.wiring import MEMORY_DEFAULT_KEY, memory_default
-from noteloom.errors import InvalidInput, NotFound
+from noteloom.errors import Forbidden, InvalidInput, NotFound
 from noteloom.memory import store
 from noteloom.memory.store import CONTENT_MAX, LIMIT_MAX, TAG_MAX, TAGS_MAX, TITLE_MAX, Memory
 from noteloom.web.api_base import (
     ERRORS,
     NO_NUL,
-    ApiError,
     ApiJSONResponse,
     IdPath,
     StrictModel,
@@ -37,6 +40,8 @@ from noteloom.web.api_base import (
 )
 
 Tag = Annotated[str, Field(min_length=1, max_length=TAG_MAX)]
+SHARED_ONLY = ("shared memories are the workspace's, read by everyone's assistant: only the owner or an admin "
+               "adds, changes or deletes them (keep it as a personal one, scope: personal)")
 
 
 class MemoryIn(StrictModel):
@@ -101,18 +106,28 @@ def install(api: FastAPI, app: App) -> None:
             raise NotFound(store.missing(memory_id))
         return memory
 
-    def adding(user_id: str, body: MemoryIn) -> Memory:
+    def may_change(user: User, memory: Memory | None, memory_id: str) -> None:
+        if memory is None:
+            raise NotFound(store.missing(memory_id))
+        if memory.scope == "shared" and not user.is_admin:
+            raise Forbidden(SHARED_ONLY)
+
+    def adding(user: User, body: MemoryIn) -> Memory:
+        if body.scope == "shared" and not user.is_admin:
+            raise Forbidden(SHARED_ONLY)
         with db.write_tx(engine) as c:
-            return store.add(c, user_id, body.content, title=body.title, tags=body.tags, scope=body.scope,
+            return store.add(c, user.id, body.content, title=body.title, tags=body.tags, scope=body.scope,
                              source="user")
 
-    def changing(user_id: str, memory_id: str, body: MemoryPatch) -> Memory:
+    def changing(user: User, memory_id: str, body: MemoryPatch) -> Memory:
         with db.write_tx(engine) as c:
-            return store.edit(c, user_id, memory_id, title=body.title, content=body.content, tags=body.tags)
+            may_change(user, store.get(c, user.id, memory_id), memory_id)
+            return store.edit(c, user.id, memory_id, title=body.title, content=body.content, tags=body.tags)
 
-    def deleting(user_id: str, memory_id: str) -> None:
+    def deleting(user: User, memory_id: str) -> None:
         with db.write_tx(engine) as c:
-            if not store.delete(c, user_id, memory_id):
+            may_change(user, store.get(c, user.id, memory_id), memory_id)
+            if not store.delete(c, user.id, memory_id):
                 raise NotFound(store.missing(memory_id))
 
     def default_state() -> dict[str, bool]:
@@ -131,9 +146,9 @@ def install(api: FastAPI, app: App) -> None:
 
     @r.put("/default", response_model=MemoryDefault)
     async def put_default(request: Request, body: MemoryDefault) -> dict[str, bool]:
-        """Turn memory on or off for new chats (the workspace's owner only)."""
-        if not user_of(request).is_owner:
-            raise ApiError(403, "forbidden", "only the workspace's owner sets whether new chats have memory")
+        """Turn memory on or off for new chats (the workspace's owner or an admin)."""
+        if not user_of(request).is_admin:
+            raise Forbidden("only the workspace's owner or an admin sets whether new chats have memory")
         return await to_thread.run_sync(set_default, body.memory_default)
 
     @r.get("", response_model=list[MemoryOut])
@@ -151,9 +166,10 @@ def install(api: FastAPI, app: App) -> None:
 
     @r.post("", response_model=MemoryOut, status_code=201)
     async def add(request: Request, body: MemoryIn) -> dict[str, Any]:
-        """Keep a fact: yours, or the workspace's shared one (the assistant recalls it for everyone)."""
-        uid = user_of(request).id
-        return (await to_thread.run_sync(lambda: adding(uid, body))).as_dict()
+        """Keep a fact: yours, or (the owner or an admin) the workspace's shared one, which the
+        assistant recalls for everyone."""
+        user = user_of(request)
+        return (await to_thread.run_sync(lambda: adding(user, body))).as_dict()
 
     @r.get("/{memory_id}", response_model=MemoryOut)
     async def get(request: Request, memory_id: IdPath) -> dict[str, Any]:
@@ -163,15 +179,16 @@ def install(api: FastAPI, app: App) -> None:
 
     @r.patch("/{memory_id}", response_model=MemoryOut)
     async def patch(request: Request, memory_id: IdPath, body: MemoryPatch) -> dict[str, Any]:
-        """Correct a memory: yours, or a shared one. It applies from the next chat turn or run."""
-        uid = user_of(request).id
-        return (await to_thread.run_sync(lambda: changing(uid, memory_id, body))).as_dict()
+        """Correct a memory: yours, or (the owner or an admin) a shared one. It applies from the
+        next chat turn or run."""
+        user = user_of(request)
+        return (await to_thread.run_sync(lambda: changing(user, memory_id, body))).as_dict()
 
     @r.delete("/{memory_id}", status_code=204, response_class=Response)
     async def delete(request: Request, memory_id: IdPath) -> Response:
-        """Delete a memory: yours, or a shared one."""
-        uid = user_of(request).id
-        await to_thread.run_sync(lambda: deleting(uid, memory_id))
+        """Delete a memory: yours, or (the owner or an admin) a shared one."""
+        user = user_of(request)
+        await to_thread.run_sync(lambda: deleting(user, memory_id))
         return Response(status_code=204)
 
     api.include_router(r)

@@ -454,10 +454,10 @@ def install(api: FastAPI, app: App) -> None:
 
     @r.put("/cap", response_model=CapOut)
     async def put_cap(request: Request, body: CapIn) -> dict[str, Any]:
-        """Set the monthly cap (the workspace's owner only): a field left out keeps its value,
-        ``null`` takes that ceiling off. Once reached, runs and turns are refused until the month ends."""
-        if not user_of(request).is_owner:
-            raise ApiError(403, "forbidden", "only the workspace's owner sets its monthly cap")
+        """Set the monthly cap (the workspace's owner or an admin): a field left out keeps its
+        value, ``null`` takes that ceiling off. Once reached, runs and turns are refused until the month ends."""
+        if not user_of(request).is_admin:
+            raise ApiError(403, "forbidden", "only the workspace's owner or an admin sets its monthly cap")
         sent = body.model_fields_set
         out: dict[str, Any] = await call(
             recipes.set_cap,

@@ -2,6 +2,8 @@
 
 The same setting ``noteloom tools policy`` writes (``tool.NAME.policy``); ``noteloom.policy``
 resolves it with the tool's default, noteloom.toml and a run's override, for every surface.
+A policy is the workspace's, for everyone's calls: anyone may read it, the owner or an admin
+changes it.
 """
 
 from __future__ import annotations
@@ -74,8 +76,8 @@ def install(api: FastAPI, app: App) -> None:
 
     @r.put("/{name}/policy", response_model=PolicyOut, responses=ERRORS, summary="Set a tool's policy")
     async def put_policy(name: str, body: PolicyIn, request: Request) -> PolicyOut:
-        if not user_of(request).is_owner:
-            raise ApiError(403, "forbidden", "only the workspace owner may change tool policies")
+        if not user_of(request).is_admin:
+            raise ApiError(403, "forbidden", "only the workspace's owner or an admin may change tool policies")
         tool = tool_of(name)
 
         def change() -> PolicyOut:
