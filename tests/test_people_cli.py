@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from noteloom.app import App, open_app
 from noteloom.cli import cli, user_cmds
 from noteloom.config import load_settings
-from noteloom.people import check_password
+from noteloom.errors import AuthError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 ANN_PASSWORD = "ann's long password"
@@ -169,13 +169,9 @@ def test_the_readme_people_commands_do_what_it_says(
             elif command == "unshare Work":
                 assert ws.shares_of(people["ann"].id) == {}
             elif command == "users password":
-                with ws.read() as conn:
-                    import sqlalchemy as sa
-
-                    from noteloom import db
-                    stored = conn.execute(sa.select(db.users.c.password_hash)
-                                          .where(db.users.c.name == "ann")).scalar()
-                assert check_password(stored, "a new long password") and not check_password(stored, ANN_PASSWORD)
+                assert ws.start_password_session("ann", "a new long password")
+                with pytest.raises(AuthError):
+                    ws.start_password_session("ann", ANN_PASSWORD)
             elif command == "users role":
                 assert people["ann"].role == "admin"
             elif command == "users rm":
