@@ -262,6 +262,13 @@ async def test_the_trash_lists_what_the_person_sees_and_restores_only_what_they_
         await call(any_app, w.ann, "restore_note", {"id": w.notes[kind].id})
     assert {k for k in KINDS if ws.get_note(w.notes[k].id, include_deleted=True).deleted_time is None} == {
         "mine", "write"}
+    # A note whose notebook went to the trash after it comes back in the owner's default
+    # notebook, which Ann may only read: refused, and it stays in the trash.
+    ws.delete_note(w.notes["write"].id)
+    ws.delete_notebook(w.books["write"].id)
+    refused = await error(any_app, w.ann, "restore_note", {"id": w.notes["write"].id})
+    assert isinstance(refused.__cause__, Forbidden) and "'Team', which you may only read" in str(refused)
+    assert ws.get_note(w.notes["write"].id, include_deleted=True).deleted_time is not None
     # A trashed notebook shared to read stays the owner's to restore.
     ws.delete_notebook(w.books["read"].id)
     read_only_refusal(await error(any_app, w.ann, "restore_note", {"id": w.books["read"].id}))

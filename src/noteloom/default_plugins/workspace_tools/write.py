@@ -22,6 +22,7 @@ from noteloom.default_plugins.workspace_tools.schemas import (
     output_schema_of,
 )
 from noteloom.default_plugins.workspace_tools.scope import Books, target_notebook, writable_note
+from noteloom.errors import Forbidden
 from noteloom.tools import NoteNamer, ToolContext, ToolDef, ToolError, never
 
 # What asks the user first, and how the card reads, live with each tool (noteloom.policy
@@ -346,6 +347,12 @@ def _restore_note(ctx: ToolContext, args: dict[str, Any]) -> Any:
             raise ToolError(
                 f"{restored.kind} {item_id!r} would come back outside the notebooks tools may use "
                 "(its notebook is gone); restore it in noteloom itself"
+            )
+        if not after.writable(where):
+            # Its notebook is gone and the fallback is someone else's: raising rolls it back.
+            raise Forbidden(
+                f"{restored.kind} {item_id!r} would come back in notebook {after.title(where)!r}, which you may "
+                "only read (its own notebook is gone); restore that notebook first, or ask its owner"
             )
     return {"kind": restored.kind, "id": restored.id, "title": restored.title, "notebook": after.path(where)}
 
