@@ -38,10 +38,25 @@ on the 2-core development machine (MODERATE, 3 passes and 256 MiB, took 0.5 s); 
 1 kB value about 0.1 ms, sealing one about 1 ms (a read of the public key included). The
 limits are stored per vault, so raising them later leaves existing vaults readable.
 
-Windows live in the process that opened them: each ``noteloom serve`` worker holds its own
-(a request routed to another worker finds it locked). A window opened before another
-process rotated the keypair loads the new generation's key from the row when it first
-meets it; one that process retired stays in an open window until it closes.
+Process windows (:meth:`Vault.unlock`) live in the process that opened them (the command
+line's). **Shared windows** (:meth:`Vault.open_window`) are what the web app uses, so
+every ``noteloom serve`` worker can read with them: a row of ``vault_windows`` per
+credential (browser session or API token) that opened one, holding the vault key wrapped
+(XChaCha20-Poly1305) under a key derived from that credential (BLAKE2b, keyed by a random
+salt of the row). The credential itself is never stored, only a BLAKE2b hash of it (under
+another personalisation) to find the row; so the database alone opens nothing, and a
+request opens the window only by presenting the credential again
+(:meth:`Vault.window_keys`, which yields the :class:`Keys` for that request). A window ends
+at its expiry (wall clock, shared by every process), on :meth:`Vault.close_windows` (lock:
+all of the user's) or :meth:`Vault.close_window` (sign-out: that credential's).
+
+A window opened before another process rotated the keypair loads the new generation's
+key from the row when it first meets it; one that process retired stays in an open
+process window until it closes.
+
+:class:`Sealer` seals many values for one user with the public key read once, and one
+data key per item (a message, an attachment, a turn's event log): each value is still a
+complete ``nlv1`` value that :meth:`Keys.open` and :meth:`Vault.reseal_key` take alone.
 
 A lost passphrase *and* recovery key means the sealed content cannot be read by anyone:
 surfaces that set a passphrase say so.
@@ -58,7 +73,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NewType
 
+import nacl.encoding
 import nacl.exceptions
+import nacl.hash
 import nacl.pwhash.argon2id as argon2id
 import nacl.utils
 import sqlalchemy as sa
@@ -104,6 +121,21 @@ user_vaults = sa.Table(
     sa.Column("updated_time", MS, nullable=False),
 )
 
+#: Unlock windows any server process can use (see "Shared windows" above): one row per
+#: credential that opened one. The vault key is wrapped under a key derived from the
+#: credential itself, which is never stored (only a hash of it, to find the row).
+vault_windows = sa.Table(
+    "vault_windows",
+    metadata,
+    sa.Column("credential_hash", sa.String(64), primary_key=True),
+    sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("salt", sa.Text, nullable=False),
+    sa.Column("wrapped_key", sa.Text, nullable=False),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("expires_time", MS, nullable=False),
+    sa.Index("ix_vault_windows_user", "user_id"),
+)
+
 
 @dataclass(frozen=True)
 class Window:
@@ -121,6 +153,73 @@ class _Opened:
     generation: int
     expires_at: float
     boxes: dict[int, SealedBox[PrivateKey]] = field(default_factory=dict)
+    #: Data keys opened already, by their sealed form (values of one item share one).
+    deks: dict[bytes, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SharedWindow:
+    """An open shared window, as a surface shows it (no key material)."""
+
+    user_id: str
+    #: When it closes, in ms since the epoch (the same for every process).
+    expires_time: int
+    created_time: int
+
+
+class Keys:
+    """One user's opened keys: what reading a sealed value needs. A process window's
+    (:meth:`Vault.keys`) or a shared window's, opened for one request or one turn
+    (:meth:`Vault.window_keys`); it holds the keys in memory only, for as long as its
+    holder keeps it."""
+
+    def __init__(self, vault: Vault, user_id: str, opened: _Opened) -> None:
+        self._vault = vault
+        self.user_id = user_id
+        self._opened = opened
+
+    def open(self, item_id: str, field: str, sealed: str) -> bytes:
+        """Like :meth:`Vault.open`, with these keys."""
+        return self._vault._open_with(self._opened, self.user_id, item_id, field, sealed)
+
+    def open_text(self, item_id: str, field: str, sealed: str) -> str:
+        return self.open(item_id, field, sealed).decode("utf-8")
+
+    def reseal_key(self, sealed: str, *, conn: Connection | None = None) -> str:
+        """Like :meth:`Vault.reseal_key`, with these keys."""
+        return self._vault._reseal_with(self._opened, self.user_id, sealed, conn=conn)
+
+    def rotate(self, *, conn: Connection | None = None) -> int:
+        """Like :meth:`Vault.rotate`, with these keys."""
+        return self._vault._rotate_with(self._opened, self.user_id, conn=conn)
+
+
+class Sealer:
+    """Seals values for one user: the public key read once, one fresh data key per item
+    (sealed once to the public key), a fresh nonce per value. Works while locked."""
+
+    def __init__(self, user_id: str, generation: int, public_key: bytes) -> None:
+        self.user_id = user_id
+        self.generation = generation
+        self._box = SealedBox(PublicKey(public_key))
+        self._items: dict[str, tuple[Aead, str]] = {}
+
+    def seal(self, item_id: str, field: str, plaintext: bytes | str) -> str:
+        """``plaintext`` sealed, bound to this user, ``item_id`` and ``field``."""
+        _check_part(item_id, "item_id")
+        _check_part(field, "field")
+        data = plaintext.encode("utf-8") if isinstance(plaintext, str) else bytes(plaintext)
+        found = self._items.get(item_id)
+        if found is None:
+            dek = nacl.utils.random(KEY_BYTES)
+            found = self._items[item_id] = (Aead(dek), _b64(self._box.encrypt(dek)))
+        aead, sealed_key = found
+        content = aead.encrypt(data, _ad(self.user_id, item_id, field))
+        return f"{PREFIX}:{self.generation}:{sealed_key}:{_b64(bytes(content))}"
+
+    def forget(self, item_id: str) -> None:
+        """Drop the data key of ``item_id`` (its next value gets a new one)."""
+        self._items.pop(item_id, None)
 
 
 def _b64(data: bytes) -> str:
@@ -164,6 +263,32 @@ def _normal_recovery(text: str) -> str:
     return "".join(str(text).split()).replace("-", "").upper()
 
 
+_WINDOW_ID = b"nl-window-id"
+_WINDOW_KEY = b"nl-window-key"
+
+
+def _credential_hash(credential: str) -> str:
+    """What finds a shared window's row: a hash of the credential (not its key)."""
+    return nacl.hash.blake2b(
+        credential.encode("utf-8"), digest_size=32, person=_WINDOW_ID, encoder=nacl.encoding.HexEncoder
+    ).decode("ascii")
+
+
+def _window_key(credential: str, salt: bytes) -> bytes:
+    """The key a shared window's vault key is wrapped under (credentials are long random
+    strings, so a keyed hash is the whole derivation)."""
+    return nacl.hash.blake2b(
+        credential.encode("utf-8"), digest_size=KEY_BYTES, salt=salt, person=_WINDOW_KEY,
+        encoder=nacl.encoding.RawEncoder,
+    )
+
+
+def _check_credential(credential: str) -> None:
+    if not isinstance(credential, str) or len(credential) < 16:
+        raise InvalidInput("a shared window needs the credential of the request (a session or a token)",
+                           field="credential")
+
+
 @dataclass(frozen=True)
 class _Parts:
     generation: int
@@ -202,9 +327,17 @@ class Vault:
     without waiting. Every method that touches the database takes an optional ``conn`` to
     join the caller's transaction."""
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], int] = now_ms,
+    ) -> None:
+        """``wall``: the clock of shared windows, in ms since the epoch (injectable too)."""
         self.engine = engine
         self._clock = clock
+        self._wall = wall
         self._lock = threading.Lock()
         self._windows: dict[str, _Opened] = {}
 
@@ -328,17 +461,20 @@ class Vault:
 
     # --- the window ---------------------------------------------------------------------
 
-    def _open_window(self, row: Any, vault_key: bytes, ttl_s: float) -> Window:
-        if not ttl_s > 0:
-            raise InvalidInput("ttl_s must be a positive number of seconds", field="ttl_s")
+    def _opened(self, row: Any, vault_key: bytes, expires_at: float) -> _Opened:
         generation = int(row.key_generation)
         keys = {generation: self._unwrap_secret(vault_key, row.user_id, generation, row.secret_key)}
         for gen, wrapped in (row.retired_keys or {}).items():
             keys[int(gen)] = self._unwrap_secret(vault_key, row.user_id, int(gen), wrapped)
-        opened = _Opened(vault_key, keys, generation, self._clock() + ttl_s)
+        return _Opened(vault_key, keys, generation, expires_at)
+
+    def _open_window(self, row: Any, vault_key: bytes, ttl_s: float) -> Window:
+        if not ttl_s > 0:
+            raise InvalidInput("ttl_s must be a positive number of seconds", field="ttl_s")
+        opened = self._opened(row, vault_key, self._clock() + ttl_s)
         with self._lock:
             self._windows[row.user_id] = opened
-        return Window(row.user_id, opened.expires_at, generation)
+        return Window(row.user_id, opened.expires_at, opened.generation)
 
     def _window(self, user_id: str) -> _Opened:
         with self._lock:
@@ -415,7 +551,115 @@ class Vault:
             return None
         return Window(user_id, opened.expires_at, opened.generation)
 
+    def keys(self, user_id: str) -> Keys | None:
+        """The keys of ``user_id``'s process window, or ``None`` when it is locked."""
+        try:
+            return Keys(self, user_id, self._window(user_id))
+        except Locked:
+            return None
+
+    # --- shared windows -----------------------------------------------------------------
+
+    def open_window(
+        self,
+        user_id: str,
+        credential: str,
+        *,
+        passphrase: str | None = None,
+        recovery_key: str | None = None,
+        new_passphrase: str | None = None,
+        ttl_s: float = DEFAULT_TTL_S,
+        conn: Connection | None = None,
+    ) -> SharedWindow:
+        """Open a shared window for the request's ``credential`` (replacing one it had), with
+        the passphrase, or with the recovery key and a ``new_passphrase`` (the old one stops
+        working). Every process can use it while the same credential comes with a request."""
+        _check_credential(credential)
+        if not ttl_s > 0:
+            raise InvalidInput("ttl_s must be a positive number of seconds", field="ttl_s")
+        if (passphrase is None) == (recovery_key is None):
+            raise InvalidInput("give the passphrase, or the recovery key with a new passphrase",
+                               field="passphrase")
+        if recovery_key is not None:
+            _check_passphrase(new_passphrase or "", "new_passphrase")
+        now = self._wall()
+        salt = nacl.utils.random(nacl.hash.BLAKE2B_SALTBYTES)
+        digest = _credential_hash(credential)
+        with writing(self.engine, conn) as c:
+            row = self._row(c, user_id, for_update=recovery_key is not None)
+            if recovery_key is not None:
+                vault_key = self._open_vault_key(row, _normal_recovery(recovery_key), "recovery")
+                self._rewrap_passphrase(c, row, vault_key, str(new_passphrase))
+            else:
+                vault_key = self._open_vault_key(row, str(passphrase), "passphrase")
+            wrapped = Aead(_window_key(credential, salt)).encrypt(vault_key, _ad(user_id, "window", digest))
+            expires = now + int(ttl_s * 1000)
+            c.execute(vault_windows.delete().where(
+                sa.or_(vault_windows.c.credential_hash == digest, vault_windows.c.expires_time <= now)))
+            c.execute(vault_windows.insert().values(
+                credential_hash=digest, user_id=user_id, salt=_b64(salt), wrapped_key=_b64(bytes(wrapped)),
+                created_time=now, expires_time=expires,
+            ))
+        return SharedWindow(user_id, expires, now)
+
+    def _shared_row(self, c: Connection, user_id: str, credential: str) -> Any:
+        if not isinstance(credential, str) or not credential:
+            return None
+        w = vault_windows
+        return c.execute(sa.select(w).where(
+            w.c.credential_hash == _credential_hash(credential), w.c.user_id == user_id,
+            w.c.expires_time > self._wall(),
+        )).first()
+
+    def shared_window(
+        self, user_id: str, credential: str | None, *, conn: Connection | None = None
+    ) -> SharedWindow | None:
+        """The shared window ``credential`` opened for ``user_id``, if it is open."""
+        with reading(self.engine, conn) as c:
+            row = self._shared_row(c, user_id, credential or "")
+        return None if row is None else SharedWindow(user_id, int(row.expires_time), int(row.created_time))
+
+    def window_keys(self, user_id: str, credential: str | None, *, conn: Connection | None = None) -> Keys | None:
+        """The keys of the shared window ``credential`` opened for ``user_id`` (``None``: none
+        is open for it). The keys stay valid for as long as the caller holds them: a request,
+        or the turn it started."""
+        with reading(self.engine, conn) as c:
+            window = self._shared_row(c, user_id, credential or "")
+            if window is None:
+                return None
+            row = c.execute(sa.select(user_vaults).where(user_vaults.c.user_id == user_id)).first()
+        if row is None:
+            return None
+        assert credential is not None
+        try:
+            vault_key = Aead(_window_key(credential, _unb64(window.salt))).decrypt(
+                _unb64(window.wrapped_key), _ad(user_id, "window", window.credential_hash))
+        except (nacl.exceptions.CryptoError, binascii.Error, ValueError):
+            return None
+        opened = self._opened(row, vault_key, float("inf"))
+        return Keys(self, user_id, opened)
+
+    def close_windows(self, user_id: str, *, conn: Connection | None = None) -> int:
+        """Lock: close every shared window of ``user_id`` (and this process's); how many were open."""
+        self.lock(user_id)
+        with writing(self.engine, conn) as c:
+            res = c.execute(vault_windows.delete().where(vault_windows.c.user_id == user_id))
+        return int(res.rowcount or 0)
+
+    def close_window(self, credential: str, *, conn: Connection | None = None) -> None:
+        """Sign-out: close the shared window ``credential`` opened, if any."""
+        if not credential:
+            return
+        with writing(self.engine, conn) as c:
+            c.execute(vault_windows.delete().where(vault_windows.c.credential_hash == _credential_hash(credential)))
+
     # --- sealing ------------------------------------------------------------------------
+
+    def sealer(self, user_id: str, *, conn: Connection | None = None) -> Sealer:
+        """A :class:`Sealer` for ``user_id`` (reads the public key once; works while locked)."""
+        with reading(self.engine, conn) as c:
+            row = self._row(c, user_id)
+        return Sealer(user_id, int(row.key_generation), _unb64(row.public_key))
 
     def seal(
         self,
@@ -447,16 +691,23 @@ class Vault:
                 f"this sealed value is for key generation {parts.generation}, which user {user_id!r}'s vault does not hold",
                 field="sealed",
             )
+        cached = opened.deks.get(parts.sealed_key)
+        if cached is not None:
+            return cached
         box = opened.boxes.get(parts.generation)
         if box is None:
             box = opened.boxes[parts.generation] = SealedBox(key)
         try:
-            return box.decrypt(parts.sealed_key)
+            dek = box.decrypt(parts.sealed_key)
         except nacl.exceptions.CryptoError:
             raise InvalidInput(
                 "the sealed value's key does not open: it was altered or sealed for someone else",
                 field="sealed",
             ) from None
+        if len(opened.deks) > 4096:
+            opened.deks.clear()
+        opened.deks[parts.sealed_key] = dek
+        return dek
 
     def _load_generation(self, opened: _Opened, user_id: str, generation: int) -> PrivateKey | None:
         """The secret key of ``generation`` read from the row, for a window opened before
@@ -479,8 +730,10 @@ class Vault:
         """The plaintext of ``sealed`` (needs the window: :class:`~noteloom.errors.Locked`
         otherwise). A value altered, or moved from another item or field, raises
         ``InvalidInput(field="sealed")``."""
+        return self._open_with(self._window(user_id), user_id, item_id, field, sealed)
+
+    def _open_with(self, opened: _Opened, user_id: str, item_id: str, field: str, sealed: str) -> bytes:
         parts = _parse(sealed)
-        opened = self._window(user_id)
         dek = self._dek(opened, user_id, parts)
         try:
             return Aead(dek).decrypt(_unb64(parts.content), _ad(user_id, item_id, field))
@@ -500,7 +753,9 @@ class Vault:
         """Give ``user_id`` a new keypair (needs the window) and return its generation. New
         values seal to it; the old secret key is kept (encrypted under the vault key) so
         values sealed before still open until :meth:`reseal_key` has moved them."""
-        opened = self._window(user_id)
+        return self._rotate_with(self._window(user_id), user_id, conn=conn)
+
+    def _rotate_with(self, opened: _Opened, user_id: str, *, conn: Connection | None = None) -> int:
         with writing(self.engine, conn) as c:
             row = self._row(c, user_id, for_update=True)
             old = int(row.key_generation)
@@ -527,8 +782,10 @@ class Vault:
     def reseal_key(self, user_id: str, sealed: str, *, conn: Connection | None = None) -> str:
         """``sealed`` with its data key sealed to the current generation (needs the window);
         the content part is copied unchanged. A value at the current generation comes back as is."""
+        return self._reseal_with(self._window(user_id), user_id, sealed, conn=conn)
+
+    def _reseal_with(self, opened: _Opened, user_id: str, sealed: str, *, conn: Connection | None = None) -> str:
         parts = _parse(sealed)
-        opened = self._window(user_id)
         with reading(self.engine, conn) as c:
             row = self._row(c, user_id)
         current = int(row.key_generation)
@@ -566,9 +823,13 @@ __all__ = [
     "KDF_MEMLIMIT",
     "KDF_OPSLIMIT",
     "PREFIX",
+    "Keys",
     "RecoveryKey",
+    "Sealer",
+    "SharedWindow",
     "Vault",
     "Window",
     "is_sealed",
     "user_vaults",
+    "vault_windows",
 ]

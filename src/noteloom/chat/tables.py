@@ -51,6 +51,9 @@ conversations = sa.Table(
     sa.Column("data_sources", sa.JSON),
     # How attachments reach the model: extract | on_demand | original (NULL: extract).
     sa.Column("attachment_mode", sa.String(16)),
+    # standard (in clear) | private (content sealed at rest) | fortress (sealed, and its
+    # turns run on a private model only); see noteloom.chat.sealing.
+    sa.Column("security_level", sa.String(16), nullable=False, server_default="standard", default="standard"),
     # Running totals over the conversation's turns.
     sa.Column("input_tokens", sa.BigInteger, nullable=False, default=0),
     sa.Column("output_tokens", sa.BigInteger, nullable=False, default=0),
@@ -96,6 +99,8 @@ messages = sa.Table(
     sa.Column("selection_text", sa.Text),
     # Assistant rows: the memories the turn's prompt was given (ids, titles, which layer).
     sa.Column("memories", sa.JSON),
+    # The content columns (content, transcript, error_message, selection_text) hold sealed values.
+    sa.Column("sealed", sa.Boolean, nullable=False, server_default=sa.false(), default=False),
     sa.Column("created_time", MS, nullable=False),
     sa.Column("started_time", MS),
     sa.Column("finished_time", MS),
@@ -116,6 +121,8 @@ pending_actions = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),  # pending | approved | declined
     sa.Column("created_time", MS, nullable=False),
     sa.Column("decided_time", MS),
+    # arguments and description hold sealed values.
+    sa.Column("sealed", sa.Boolean, nullable=False, server_default=sa.false(), default=False),
 )
 
 edits = sa.Table(
@@ -156,7 +163,7 @@ attachments = sa.Table(
     # The owner; checked against the conversation's owner again before a turn reads the file.
     sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
     sa.Column("position", sa.Integer, nullable=False),
-    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("name", sa.Text, nullable=False),  # at most 255 characters, or a sealed value
     sa.Column("kind", sa.String(8), nullable=False),  # image | pdf | text | html
     sa.Column("mime", sa.String(100), nullable=False),
     sa.Column("size", sa.BigInteger, nullable=False),
@@ -167,4 +174,7 @@ attachments = sa.Table(
     sa.Column("extract_detail", sa.Text),
     sa.Column("created_time", MS, nullable=False),
     sa.Column("removed_time", MS),
+    # name, extracted_text and the stored bytes are sealed (sha256 is then empty: a hash of
+    # a known file would confirm it).
+    sa.Column("sealed", sa.Boolean, nullable=False, server_default=sa.false(), default=False),
 )
