@@ -19,6 +19,7 @@ from chat_support import scripted as chat_scripted
 from noteloom import db
 from noteloom.app import App
 from noteloom.data import DataCatalog
+from noteloom.default_plugins.folder_tools import LIST_DIR, READ_FILE
 from noteloom.default_plugins.pipeline_jobs import (
     ClipSafety,
     EventExtraction,
@@ -26,6 +27,7 @@ from noteloom.default_plugins.pipeline_jobs import (
     note_id_of,
 )
 from noteloom.errors import Conflict, Forbidden, InvalidInput
+from noteloom.folders import Folders
 from noteloom.memory import store as memories
 from noteloom.messages import ToolResultPart
 from noteloom.pipeline import PipelineRun
@@ -355,6 +357,23 @@ async def test_data_tools_read_the_persons_rows_and_attached_databases_are_the_o
     await chats(any_app, (w.ann, "ann's chat"), (w.bob, "bob's chat"))
     assert [r["title"] for r in await rows(w.ann, "conversations")] == ["ann's chat"]
     assert await rows(w.admin, "conversations") == []
+
+
+async def test_shared_folders_are_the_owners_and_for_anyone_else_there_are_none(any_app: App, tmp_path: Any) -> None:
+    w = world(any_app)
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "plan.txt").write_text("the owner's plan")
+    registry, ws = any_app.registry, any_app.workspace
+    for tool in (READ_FILE, LIST_DIR):  # registered by the app only where [files] names folders
+        registry.register(tool)
+        registry.set_enabled(ws, tool.name, True)
+    none_shared = str(await error(any_app, w.owner, "read_file", {"path": "plan.txt"}))
+    any_app.services["folders"] = Folders.from_settings({"roots": [str(root)]}, base=tmp_path)
+    assert await call(any_app, w.owner, "read_file", {"path": "plan.txt"}) == "the owner's plan"
+    for user in (w.admin, w.ann):
+        assert str(await error(any_app, user, "read_file", {"path": "plan.txt"})) == none_shared
+        assert str(await error(any_app, user, "list_dir", {})) == none_shared
 
 
 async def test_past_conversations_and_memories_are_each_persons_own(any_app: App) -> None:
