@@ -348,4 +348,4 @@ async def test_every_route_keeps_to_a_tokens_notebooks_or_refuses_the_token(any_
                 assert scope_refused, (method, path, answer.status_code, answer.text[:200])
                 refused.add(path)
     assert {"/api/v1/notes", "/api/v1/notebooks", "/attachments/{attachment_id}"} <= listed
-    assert {"/api/v1/chat/send", "/api/v1/recipes"} <= refused
+    assert {"/api/v1/chat/send", "/api/v1/recipes", "/api/v1/users", "/api/v1/me/password"} <= refused

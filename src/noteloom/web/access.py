@@ -32,7 +32,7 @@ from noteloom.accounts import FULL_ACCESS, TokenScopes
 from noteloom.errors import Forbidden, InvalidInput, NotFound
 from noteloom.tools import NotebookScope, narrowed, note_missing
 from noteloom.web.api_base import user_of
-from noteloom.workspace import DEFAULT_NOTEBOOK_TITLE, Attachment, Note, Notebook, User, Workspace
+from noteloom.workspace import Attachment, Note, Notebook, User, Workspace
 
 
 def notebook_missing(notebook_id: str) -> str:
@@ -151,28 +151,15 @@ class RequestScope:
 
     def new_note_notebook(self, notebook_id: str | None, conn: Connection) -> str:
         """Where a new note goes: ``notebook_id`` if the request may add to it, else the
-        person's own default notebook (created for them if they have none)."""
+        person's own default notebook (made for them if they have none). Inside the caller's
+        write transaction: when the token does not reach that default, the refusal takes back
+        a notebook just made."""
         if notebook_id is not None:
             return self.notebook(notebook_id, conn, write=True).id
-        book = self._own_default(conn)
-        if book is None:
-            stub = Notebook("", None, DEFAULT_NOTEBOOK_TITLE, 0, 0, owner_id=self._owner_key())
-            if not self.scope.writable_chain([stub]):
-                raise self._outside_token(DEFAULT_NOTEBOOK_TITLE)
-            return self.workspace.create_notebook(DEFAULT_NOTEBOOK_TITLE, owner_id=self._owner_key(), conn=conn).id
+        book = self.workspace.default_notebook(owner_id=self.user.id, conn=conn)
         if not self.scope.writable_chain([book]):
             raise self._outside_token(book.title)
         return book.id
-
-    def _owner_key(self) -> str | None:
-        """How the person's own top notebooks are marked (the workspace owner's carry ``None``)."""
-        return None if self.user.is_owner else self.user.id
-
-    def _own_default(self, conn: Connection) -> Notebook | None:
-        own = self._owner_key()
-        books = [b for b in self.workspace.list_notebooks(with_counts=False, conn=conn)
-                 if b.parent_id is None and (b.owner_id == own or (self.user.is_owner and b.owner_id == self.user.id))]
-        return min(books, key=lambda b: (b.created_time, b.id), default=None)
 
     def _outside_token(self, title: str) -> InvalidInput:
         return InvalidInput(

@@ -27,11 +27,12 @@ held to its scopes here, failing closed (a 403 that says why):
 - a read-only credential may only read (``GET``/``HEAD`` and the note preview);
 - a notebook scope is honoured by the routes that keep to it (:data:`NOTEBOOK_ROUTES`):
   the notes, notebooks and attachments filter by it (``web/access.py``: the person's access
-  narrowed by the token's notebooks), and sign-out, the index status, tool policies and the
-  person's memories hold nothing of a notebook. Every other route is refused to it, and so
-  is a route added later until it is listed there: the chat's turns and the recipes' runs
-  call tools over every notebook of the person, and notifications carry what the runs
-  read, so none of them could keep to the token's notebooks.
+  narrowed by the token's notebooks), and sign-out, who one is (``/api/v1/me``), the index
+  status, tool policies and the person's memories hold nothing of a notebook. Every other
+  route is refused to it, and so is a route added later until it is listed there: the
+  chat's turns and the recipes' runs call tools over every notebook of the person,
+  notifications carry what the runs read, and managing people, shares or one's password
+  would reach past the token's notebooks.
 
 Who is asking, and what they may see, is for the routes to apply: every route acts as the
 person (``web/access.py``). An expired token is a 401 like an unknown one.
@@ -98,7 +99,7 @@ _ID = r"[0-9a-f]{32}"
 NOTEBOOK_ROUTES = re.compile(
     rf"^/api/v1/(?:notes|notes/preview|notes/{_ID}|notes/{_ID}/rendered|notes/{_ID}/revisions"
     rf"|notes/{_ID}/revisions/{_ID}/restore|notebooks|index/status|tools/[^/]+/policy|memory(?:/[^/]+)?"
-    rf"|openapi\.json)$|^/attachments/[^/]+$"
+    rf"|me|openapi\.json)$|^/attachments/[^/]+$"
 )
 
 
