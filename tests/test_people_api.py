@@ -19,7 +19,7 @@ from noteloom.accounts import TokenScopes
 from noteloom.app import App, access_token
 from noteloom.semantic.index import SemanticIndex
 from noteloom.web.app import create_web_app
-from noteloom.web.auth import ALWAYS_ALLOWED, NOTEBOOK_ROUTES, is_public
+from noteloom.web.auth import ALWAYS_ALLOWED, NOTEBOOK_ROUTES, is_public, scope_refusal
 from test_embed_index import FakeEmbedder
 
 pytestmark = pytest.mark.anyio
@@ -349,3 +349,11 @@ async def test_every_route_keeps_to_a_tokens_notebooks_or_refuses_the_token(any_
                 refused.add(path)
     assert {"/api/v1/notes", "/api/v1/notebooks", "/attachments/{attachment_id}"} <= listed
     assert {"/api/v1/chat/send", "/api/v1/recipes", "/api/v1/users", "/api/v1/me/password"} <= refused
+
+
+def test_a_limited_credential_never_reaches_a_plugins_routes() -> None:
+    """A plugin's route cannot be known to keep to a token's notebooks or tools."""
+    for scopes in (TokenScopes(notebooks=("Work",)), TokenScopes(tools=frozenset({"read_note"}))):
+        assert scope_refusal(scopes, "GET", "/plugins/demo/notes") is not None
+    assert scope_refusal(TokenScopes(read_only=True), "GET", "/plugins/demo/notes") is None
+    assert scope_refusal(TokenScopes(notebooks=("Work",)), "GET", "/api/v1/notes") is None

@@ -5,7 +5,10 @@ through the same middlewares as every route of ours: the credential check (``web
 a header credential, never a cookie — which is also why no other site can forge a request
 that carries it, the CSRF rule), the body limit and the security headers with the
 Content-Security-Policy (``web/headers.py``). They live under ``/plugins/{name}/`` only, so
-no plugin can shadow a route of ours or another plugin's.
+no plugin can shadow a route of ours or another plugin's. A plugin's route answers the person
+asking (``request.state.user``): one that shows notes should go through
+``noteloom.web.access.request_scope`` as ours do. A credential limited to some notebooks or
+tools never reaches a plugin's routes, which cannot be known to keep to them (``web/auth.py``).
 
 A plugin's static files (``register_static``) are public, as ``/static`` is: they must hold
 no user data. They are served from the directory the plugin names, never from outside it
