@@ -238,7 +238,7 @@ async def test_the_api_is_documented_and_says_when_the_chat_is_not_running(app: 
                      "/api/v1/chat/conversations/{conversation_id}/export", "/api/v1/notes", "/api/v1/notes/{note_id}"):
             assert path in schema["paths"], path
         assert set(schema["components"]["schemas"]["SendIn"]["properties"]) == {
-            "message", "conversation_id", "note_context", "controls"}
+            "message", "conversation_id", "note_context", "controls", "security_level"}
         r = await c.post("/api/v1/chat/send", json={"message": "hi"})
         assert r.status_code == 503 and "noteloom serve" in r.json()["message"]
 

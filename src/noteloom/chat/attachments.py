@@ -15,10 +15,15 @@ Reading (``readable``, ``load``) checks ownership again: the row's owner must st
 conversation's owner, the conversation live, the bytes still there. Deleting a conversation
 removes its attachments' bytes and extracted text (the rows stay, shown as removed, until
 it is purged with them).
+
+In a protected conversation (``noteloom.chat.sealing``) the name, the extracted text and the
+stored bytes are sealed (the bytes before they are written: nothing of the file reaches the
+disk in clear), and no hash of the file is kept; reading them needs the owner's keys.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import unicodedata
@@ -46,9 +51,11 @@ from noteloom.attachments import (
     sniff,
 )
 from noteloom.chat import tables as t
+from noteloom.chat.sealing import ATTACHMENT_FIELDS, BYTES_FIELD, locked_error, seal_values
 from noteloom.db import new_id, now_ms
 from noteloom.errors import InvalidInput, NotFound
 from noteloom.providers.base import ModelCapabilities
+from noteloom.vault import Keys, Sealer
 
 NAME_MAX = 255
 DEFAULT_MODE: Mode = "extract"
@@ -122,6 +129,10 @@ class Attachment:
     extract_detail: str | None
     created_time: int
     removed_time: int | None = None
+    #: Stored sealed (its conversation is protected).
+    sealed: bool = False
+    #: Sealed and read without its owner's keys: the name is a placeholder, no text.
+    locked: bool = False
 
     @property
     def removed(self) -> bool:
@@ -142,10 +153,22 @@ def attachment_view(a: Attachment) -> dict[str, Any]:
             "status": a.extract_status, "removed": a.removed}
 
 
-def _from_row(r: Any) -> Attachment:
+#: The name a sealed attachment shows while its owner's vault is locked.
+LOCKED_NAME = "locked file"
+
+
+def _from_row(r: Any, keys: Keys | None = None) -> Attachment:
+    name, text, locked = r.name, r.extracted_text, False
+    if r.sealed:
+        if keys is None:
+            name, text, locked = LOCKED_NAME, None, True
+        else:
+            name = keys.open_text(r.id, "name", r.name)
+            text = None if r.extracted_text is None else keys.open_text(r.id, "extracted_text", r.extracted_text)
     return Attachment(
-        r.id, r.message_id, r.conversation_id, r.user_id, r.position, r.name, r.kind, r.mime, int(r.size),
-        r.sha256, r.blob_key, r.extracted_text, r.extract_status, r.extract_detail, r.created_time, r.removed_time,
+        r.id, r.message_id, r.conversation_id, r.user_id, r.position, name, r.kind, r.mime, int(r.size),
+        r.sha256, r.blob_key, text, r.extract_status, r.extract_detail, r.created_time, r.removed_time,
+        bool(r.sealed), locked,
     )
 
 
@@ -187,34 +210,53 @@ class ChatAttachments:
 
     # -- writing ------------------------------------------------------------------------
 
-    def put_bytes(self, files: Sequence[Ingested]) -> list[str]:
-        """Write each file's bytes; on a failure the ones written are removed again."""
+    def put_bytes(self, files: Sequence[Ingested], *, ids: Sequence[str] | None = None,
+                  sealer: Sealer | None = None) -> list[str]:
+        """Write each file's bytes (sealed with ``sealer`` as attachment ``ids[i]`` when given);
+        on a failure the ones written are removed again."""
         keys: list[str] = []
         try:
-            for f in files:
-                keys.append(self.blobs.put(f.data))
+            for i, f in enumerate(files):
+                data = f.data
+                if sealer is not None:
+                    assert ids is not None
+                    data = self.sealed_bytes(sealer, ids[i], data)
+                keys.append(self.blobs.put(data))
         except BaseException:
             self.discard(keys)
             raise
         return keys
 
+    @staticmethod
+    def sealed_bytes(sealer: Sealer, attachment_id: str, data: bytes) -> bytes:
+        """A file's bytes as stored for a protected chat."""
+        return sealer.seal(attachment_id, BYTES_FIELD, data).encode("ascii")
+
     def add(self, message_id: str, conversation_id: str, user_id: str, files: Sequence[Ingested],
-            keys: Sequence[str], *, conn: Connection) -> list[Attachment]:
-        """The link rows of ``files`` (whose bytes are under ``keys``), in the caller's transaction."""
+            keys: Sequence[str], *, ids: Sequence[str] | None = None, sealer: Sealer | None = None,
+            conn: Connection) -> list[Attachment]:
+        """The link rows of ``files`` (whose bytes are under ``keys``), in the caller's
+        transaction; with ``sealer`` (a protected chat) their name and text sealed. Returns
+        them as written (in clear)."""
         tm = now_ms()
-        rows = [
+        ids = list(ids) if ids is not None else [new_id() for _ in files]
+        rows: list[dict[str, Any]] = [
             {
-                "id": new_id(), "message_id": message_id, "conversation_id": conversation_id, "user_id": user_id,
+                "id": aid, "message_id": message_id, "conversation_id": conversation_id, "user_id": user_id,
                 "position": i, "name": f.name, "kind": f.sniffed.kind, "mime": f.sniffed.mime, "size": len(f.data),
-                "sha256": f.sha256, "blob_key": key, "extracted_text": f.extraction.text,
+                "sha256": "" if sealer is not None else f.sha256, "blob_key": key,
+                "extracted_text": f.extraction.text,
                 "extract_status": f.extraction.status, "extract_detail": f.extraction.detail,
-                "created_time": tm, "removed_time": None,
+                "created_time": tm, "removed_time": None, "sealed": sealer is not None,
             }
-            for i, (f, key) in enumerate(zip(files, keys, strict=True))
+            for i, (f, key, aid) in enumerate(zip(files, keys, ids, strict=True))
         ]
+        added = [_from_row(_Row(r)) for r in rows]
+        if sealer is not None:
+            rows = [seal_values(sealer, r["id"], r, ATTACHMENT_FIELDS) for r in rows]
         if rows:
             conn.execute(t.attachments.insert(), rows)
-        return [_from_row(_Row(r)) for r in rows]
+        return added if sealer is None else [dataclasses.replace(a, sealed=True) for a in added]
 
     def sweep(self, *, older_than_s: float = 3600.0) -> int:
         """Remove bytes no row names (a process that died between writing a file and
@@ -260,7 +302,8 @@ class ChatAttachments:
 
     # -- reading ------------------------------------------------------------------------
 
-    def of_messages(self, message_ids: Sequence[str], *, conn: Connection | None = None) -> dict[str, list[Attachment]]:
+    def of_messages(self, message_ids: Sequence[str], *, keys: Keys | None = None,
+                    conn: Connection | None = None) -> dict[str, list[Attachment]]:
         """The attachments of each message, in the order they were attached."""
         out: dict[str, list[Attachment]] = {}
         if not message_ids:
@@ -270,19 +313,21 @@ class ChatAttachments:
             for i in range(0, len(message_ids), 500):
                 chunk = list(message_ids[i : i + 500])
                 for r in c.execute(sa.select(a).where(a.c.message_id.in_(chunk)).order_by(a.c.position)):
-                    out.setdefault(r.message_id, []).append(_from_row(r))
+                    out.setdefault(r.message_id, []).append(_from_row(r, keys))
         return out
 
-    def of_conversation(self, conversation_id: str, *, conn: Connection | None = None) -> list[Attachment]:
+    def of_conversation(self, conversation_id: str, *, keys: Keys | None = None,
+                        conn: Connection | None = None) -> list[Attachment]:
         a, m = t.attachments, t.messages
         with self._r(conn) as c:
             rows = c.execute(
                 sa.select(a).select_from(a.join(m, m.c.id == a.c.message_id))
                 .where(a.c.conversation_id == conversation_id).order_by(m.c.position, a.c.position)
             ).all()
-        return [_from_row(r) for r in rows]
+        return [_from_row(r, keys) for r in rows]
 
-    def get(self, user_id: str, attachment_id: str, *, conn: Connection | None = None) -> Attachment:
+    def get(self, user_id: str, attachment_id: str, *, keys: Keys | None = None,
+            conn: Connection | None = None) -> Attachment:
         """An attachment of one of ``user_id``'s live conversations (``NotFound`` otherwise)."""
         a, cv = t.attachments, t.conversations
         with self._r(conn) as c:
@@ -293,17 +338,29 @@ class ChatAttachments:
             ).first()
         if r is None:
             raise NotFound(attachment_missing(attachment_id))
-        return _from_row(r)
+        return _from_row(r, keys)
 
-    def read(self, user_id: str, attachment_id: str) -> tuple[Attachment, bytes]:
-        """The file's row and bytes, for its owner; ``NotFound`` once removed."""
-        att = self.get(user_id, attachment_id)
+    def read(self, user_id: str, attachment_id: str, keys: Keys | None = None) -> tuple[Attachment, bytes]:
+        """The file's row and bytes, for its owner; ``NotFound`` once removed, ``Locked`` when
+        it is sealed and ``keys`` are not given."""
+        att = self.get(user_id, attachment_id, keys=keys)
+        if att.locked:
+            raise locked_error("this file's chat")
         if att.blob_key is None:
             raise NotFound(f"attachment {attachment_id!r} ({att.name}) was removed with its conversation")
         try:
-            return att, self.blobs.read(att.blob_key)
+            return att, self.opened_bytes(att, self.blobs.read(att.blob_key), keys)
         except NotFound:
             raise NotFound(f"attachment {attachment_id!r} ({att.name}) is no longer stored") from None
+
+    @staticmethod
+    def opened_bytes(att: Attachment, stored: bytes, keys: Keys | None) -> bytes:
+        """A file's bytes from what is stored (opened when it is sealed)."""
+        if not att.sealed:
+            return stored
+        if keys is None:
+            raise locked_error("this file's chat")
+        return keys.open(att.id, BYTES_FIELD, stored.decode("ascii"))
 
     def unreadable(self, att: Attachment, conversation_owner: str, *, conn: Connection | None = None) -> str | None:
         """Why a turn of ``conversation_owner`` may not read ``att`` now (``None``: it may).
@@ -327,13 +384,14 @@ class ChatAttachments:
             return "it was removed"
         return None
 
-    def load(self, att: Attachment, conversation_owner: str) -> bytes:
-        """The bytes of ``att`` for a turn of ``conversation_owner``, ownership checked again."""
+    def load(self, att: Attachment, conversation_owner: str, keys: Keys | None = None) -> bytes:
+        """The bytes of ``att`` for a turn of ``conversation_owner``, ownership checked again
+        (opened with ``keys`` when sealed)."""
         why = self.unreadable(att, conversation_owner)
         if why is not None:
             raise NotFound(f"attachment {att.id!r} ({att.name}) cannot be read: {why}")
         assert att.blob_key is not None
-        return self.blobs.read(att.blob_key)
+        return self.opened_bytes(att, self.blobs.read(att.blob_key), keys)
 
 
 class _Row:
@@ -341,3 +399,4 @@ class _Row:
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.__dict__.update(values)
+        self.sealed = False  # read as written: in clear

@@ -19,10 +19,21 @@ from noteloom import db
 from noteloom.chat import search as search_text
 from noteloom.chat import tables as t
 from noteloom.chat.records import Controls, Conversation, check_controls
+from noteloom.chat.sealing import (
+    CONVERSATION_FIELDS,
+    LOCKED_TITLE,
+    ChatSeal,
+    Level,
+    check_level,
+    is_protected,
+    level_for_write,
+    seal_values,
+)
 from noteloom.db import new_id, now_ms
 from noteloom.errors import Conflict, InvalidInput, NotFound
 from noteloom.messages import Usage
 from noteloom.runs import store as runs
+from noteloom.vault import Keys, Vault
 
 TITLE_MAX = 200
 
@@ -36,14 +47,23 @@ def title_from(text: str, limit: int = 60) -> str:
     return cut.rstrip(",.;:") + "…"
 
 
-def conversation_from_row(r: Any) -> Conversation:
+def conversation_from_row(r: Any, keys: Keys | None = None) -> Conversation:
+    """A conversation from its row; a protected one's title and instructions opened with
+    ``keys`` (the owner's), or shown locked without them."""
+    title, instructions, locked = r.title, r.instructions, False
+    if is_protected(r.security_level):
+        if keys is not None and keys.user_id == r.user_id:
+            title = keys.open_text(r.id, "title", r.title)
+            instructions = None if r.instructions is None else keys.open_text(r.id, "instructions", r.instructions)
+        else:
+            title, instructions, locked = LOCKED_TITLE, None, True
     controls = Controls(
         model=r.model,
         temperature=r.temperature,
         top_p=r.top_p,
         max_tokens=r.max_tokens,
         thinking_level=r.thinking_level,
-        instructions=r.instructions,
+        instructions=instructions,
         workspace_tools=bool(r.workspace_tools),
         workspace_writes=bool(r.workspace_writes),
         max_steps=r.max_steps,
@@ -60,7 +80,7 @@ def conversation_from_row(r: Any) -> Conversation:
     return Conversation(
         id=r.id,
         user_id=r.user_id,
-        title=r.title,
+        title=title,
         pinned=bool(r.pinned),
         controls=controls,
         input_tokens=int(r.input_tokens),
@@ -70,6 +90,8 @@ def conversation_from_row(r: Any) -> Conversation:
         created_time=r.created_time,
         updated_time=r.updated_time,
         deleted_time=r.deleted_time,
+        security_level=r.security_level,
+        locked=locked,
     )
 
 
@@ -85,8 +107,9 @@ def missing(conversation_id: str) -> str:
 class Conversations:
     """The chat's conversations, owner-scoped."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, seal: ChatSeal | None = None) -> None:
         self.engine = engine
+        self.seal = seal or ChatSeal(Vault(engine))
 
     def _w(self, conn: Connection | None) -> AbstractContextManager[Connection]:
         return db.writing(self.engine, conn)
@@ -95,16 +118,21 @@ class Conversations:
         return db.reading(self.engine, conn)
 
     def create(
-        self, user_id: str, *, title: str = "", controls: Controls | None = None, conn: Connection | None = None
+        self, user_id: str, *, title: str = "", controls: Controls | None = None, level: Level = "standard",
+        keys: Keys | None = None, conn: Connection | None = None,
     ) -> Conversation:
+        """A new conversation; a protected ``level`` seals its title and instructions (to the
+        owner's public key: ``keys`` only show them in the answer)."""
         c0 = check_controls(controls or Controls())
+        level = check_level(level)
         tm = now_ms()
-        row = {
+        row: dict[str, Any] = {
             "id": new_id(),
             "user_id": user_id,
             "title": _clean_title(title) if title.strip() else "New chat",
             "pinned": False,
             **asdict(c0),
+            "security_level": level,
             "input_tokens": 0,
             "output_tokens": 0,
             "cost_usd": "0",
@@ -113,11 +141,15 @@ class Conversations:
             "updated_time": tm,
         }
         with self._w(conn) as c:
+            if is_protected(level):
+                self.seal.require_vault(user_id, conn=c)
+                row = seal_values(self.seal.sealer(user_id, conn=c), row["id"], row, CONVERSATION_FIELDS)
             c.execute(t.conversations.insert(), row)
-            return self.get(user_id, row["id"], conn=c)
+            return self.get(user_id, row["id"], keys=keys, conn=c)
 
     def get(
-        self, user_id: str, conversation_id: str, *, include_deleted: bool = False, conn: Connection | None = None
+        self, user_id: str, conversation_id: str, *, include_deleted: bool = False, keys: Keys | None = None,
+        conn: Connection | None = None,
     ) -> Conversation:
         with self._r(conn) as c:
             r = c.execute(
@@ -127,15 +159,15 @@ class Conversations:
             ).first()
         if r is None or (r.deleted_time is not None and not include_deleted):
             raise NotFound(missing(conversation_id))
-        return conversation_from_row(r)
+        return conversation_from_row(r, keys)
 
-    def get_any(self, conversation_id: str, *, conn: Connection | None = None) -> Conversation:
+    def get_any(self, conversation_id: str, *, keys: Keys | None = None, conn: Connection | None = None) -> Conversation:
         """A conversation whoever owns it (for the turn runner, which acts for its owner)."""
         with self._r(conn) as c:
             r = c.execute(sa.select(t.conversations).where(t.conversations.c.id == conversation_id)).first()
         if r is None:
             raise NotFound(missing(conversation_id))
-        return conversation_from_row(r)
+        return conversation_from_row(r, keys)
 
     def find(
         self,
@@ -145,11 +177,13 @@ class Conversations:
         deleted: bool = False,
         limit: int = 100,
         offset: int = 0,
+        keys: Keys | None = None,
         conn: Connection | None = None,
     ) -> list[Conversation]:
         """Pinned first, then most recently active. ``search`` matches the title or any
         message's text, literally (``%`` and ``_`` are plain characters), ignoring case, through
-        :func:`noteloom.chat.search.matching` (so only conversations ``searchable()`` admits)."""
+        :func:`noteloom.chat.search.matching` (so only conversations ``searchable()`` admits:
+        standard ones; protected ones are matched by :mod:`noteloom.chat.search` with the keys)."""
         cv = t.conversations
         q = sa.select(cv).where(cv.c.user_id == user_id)
         q = q.where(cv.c.deleted_time.is_not(None) if deleted else cv.c.deleted_time.is_(None))
@@ -158,7 +192,7 @@ class Conversations:
         with self._r(conn) as c:
             if term:
                 q = q.where(search_text.matching(term.lower(), c.dialect.name, roles=None))
-            return [conversation_from_row(r) for r in c.execute(q)]
+            return [conversation_from_row(r, keys) for r in c.execute(q)]
 
     def update(
         self,
@@ -168,9 +202,12 @@ class Conversations:
         title: str | None = None,
         pinned: bool | None = None,
         controls: dict[str, Any] | None = None,
+        keys: Keys | None = None,
         conn: Connection | None = None,
     ) -> Conversation:
-        """Rename, pin or unpin, and change controls (only the keys given)."""
+        """Rename, pin or unpin, and change controls (only the keys given: a locked chat's
+        instructions are never written back). A protected chat's new title and instructions
+        are sealed (its owner's public key is enough)."""
         with self._w(conn) as c:
             current = self.get(user_id, conversation_id, conn=c)
             values: dict[str, Any] = {}
@@ -179,11 +216,15 @@ class Conversations:
             if pinned is not None:
                 values["pinned"] = bool(pinned)
             if controls:
-                values.update(asdict(current.controls.merged(controls)))
+                merged = asdict(current.controls.merged(controls))
+                values.update({k: merged[k] for k in controls})
             if values:
+                owner, level = level_for_write(c, conversation_id)
+                if is_protected(level):
+                    values = seal_values(self.seal.sealer(owner, conn=c), conversation_id, values, CONVERSATION_FIELDS)
                 # Renaming or pinning is not activity: the list order stays put.
                 c.execute(t.conversations.update().where(t.conversations.c.id == conversation_id).values(**values))
-            return self.get(user_id, conversation_id, conn=c)
+            return self.get(user_id, conversation_id, keys=keys, conn=c)
 
     def touch(self, conversation_id: str, *, conn: Connection) -> None:
         """Mark activity: the conversation moves to the top of the list."""

@@ -205,6 +205,15 @@ class Conversation:
     created_time: int
     updated_time: int
     deleted_time: int | None = None
+    #: standard | private | fortress (``noteloom.chat.sealing``).
+    security_level: str = "standard"
+    #: Protected and read without its owner's keys: the title is a placeholder and the
+    #: instructions are not shown.
+    locked: bool = False
+
+    @property
+    def protected(self) -> bool:
+        return self.security_level in ("private", "fortress")
 
 
 @dataclass(frozen=True)
@@ -253,6 +262,11 @@ class ChatMessage:
     #: Assistant rows: the memories the turn's prompt was given (id, title, layer 1 or 2);
     #: ``None`` when memory was off (or the turn is older than memory).
     memories: tuple[dict[str, Any], ...] | None = None
+    #: Stored sealed (its conversation is protected).
+    sealed: bool = False
+    #: Sealed and read without its owner's keys: content, transcript, error and the
+    #: selected text are empty here (and must not be written back).
+    locked: bool = False
 
     @property
     def settled(self) -> bool:
@@ -277,6 +291,8 @@ class PendingAction:
     status: ActionStatus
     created_time: int
     decided_time: int | None = None
+    #: Sealed and read without its owner's keys: arguments and description are empty.
+    locked: bool = False
 
 
 @dataclass(frozen=True)

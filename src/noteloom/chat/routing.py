@@ -38,6 +38,7 @@ from noteloom.messages import (
     ToolResultPart,
 )
 from noteloom.providers.base import ModelCapabilities
+from noteloom.vault import Keys
 
 #: Said before a file handed to the model whole (an image, a PDF).
 UNTRUSTED_SOURCE = (
@@ -58,8 +59,10 @@ class Router:
         mode: Mode,
         caps: ModelCapabilities,
         nonce: str,
+        keys: Keys | None = None,
     ) -> None:
-        self.store, self.owner, self.files = store, owner, files
+        """``keys``: the owner's, for a protected chat's sealed files."""
+        self.store, self.owner, self.files, self.keys = store, owner, files, keys
         self.mode, self.caps, self.nonce = mode, caps, nonce
         self._why: dict[str, str | None] = {}
         #: The files this turn's messages carry (after the last /clear), readable ones only.
@@ -94,7 +97,7 @@ class Router:
             return [TextPart(f"{self.label(a)}: not read, because {why}.")]
         self.routed.append(a)
         encoded: Encoded = encode(
-            name=a.name, sniffed=a.sniffed, extraction=a.extraction, load=lambda: self.store.load(a, self.owner),
+            name=a.name, sniffed=a.sniffed, extraction=a.extraction, load=lambda: self.store.load(a, self.owner, self.keys),
             mode=self.mode, caps=self.caps, ref=a.id,
         )
         out: list[Part] = []
@@ -142,7 +145,7 @@ class Router:
         why = "it is not an attachment of this conversation" if a is None else self.why_not(a)
         if a is None or why is not None:
             return f"(The file {block.ref} is no longer shown: {why}.)"
-        data = base64.b64encode(self.store.load(a, self.owner)).decode("ascii")
+        data = base64.b64encode(self.store.load(a, self.owner, self.keys)).decode("ascii")
         if isinstance(block, ImagePart):
             return dataclasses.replace(block, data=data)
         assert isinstance(block, DocumentPart)

@@ -6,12 +6,12 @@ and ignoring case, against a conversation's title and the text of its user and
 assistant messages (not tool results, not slash-command notes). Only the searcher's own
 conversations that are not deleted are read, newest activity first.
 
-Every search of chat text goes through :func:`searchable`, a predicate on the
-conversation row. Today it admits every conversation; sealed chats (a later issue) must
-never be searchable, and that issue narrows it here (``conversations.c.sealed.is_(False)``
-or the like) — nothing else reads chat text for search. Should chat text ever get a
-full-text index, it is built and queried here too, behind the same predicate, so no
-sealed text enters it.
+Every search of chat text by SQL goes through :func:`searchable`, a predicate on the
+conversation row: it admits standard conversations only, since a protected one's text is
+sealed (matching it there would be matching ciphertext). Protected conversations are
+matched here too, by opening them with their owner's keys (``noteloom.chat.sealing``), and
+only then. Should chat text ever get a full-text index, it is built and queried here too,
+behind the same predicate, so no sealed text enters it.
 
 Matching is a scan, not an index: 2,000 conversations of 20 messages each (40,000
 messages of ~420 characters) take 30–55 ms a search on SQLite and 0.2 s on PostgreSQL
@@ -60,11 +60,11 @@ class ConversationHit:
 
 
 def searchable(conversations: sa.Table = t.conversations) -> ColumnElement[bool]:
-    """Whether a conversation's text may be searched at all: the hook for sealed chats.
+    """Whether a conversation's text may be searched by SQL: standard ones only.
 
-    Every search in this module filters by it; a conversation it refuses is never matched,
-    counted or quoted."""
-    return sa.true()
+    Every SQL search in this module filters by it; a conversation it refuses is never
+    matched, counted or quoted by SQL."""
+    return conversations.c.security_level == "standard"
 
 
 def matching(needle: str, dialect: str, *, roles: Sequence[str] | None = SEARCHED_ROLES) -> ColumnElement[bool]:

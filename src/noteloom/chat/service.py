@@ -9,6 +9,8 @@ background service) and is ``services.chat`` meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -33,6 +35,7 @@ from noteloom.chat.commands import Command, parse_command
 from noteloom.chat.conversations import title_from
 from noteloom.chat.eventlog import events_after, last_seq
 from noteloom.chat.export import ExportFormat, export
+from noteloom.chat.levels import Rewritten, change_level
 from noteloom.chat.records import (
     CAPABILITY_TOOLS,
     ChatMessage,
@@ -42,6 +45,15 @@ from noteloom.chat.records import (
     ProposedEdit,
     Selection,
     TurnEvent,
+)
+from noteloom.chat.scrub import after_rewrite, scrubbing_tx
+from noteloom.chat.sealing import (
+    LOCKED_TITLE,
+    Level,
+    check_level,
+    is_protected,
+    locked_error,
+    open_event_data,
 )
 from noteloom.chat.turns import TurnRunner
 from noteloom.chat.views import conversation_view, edit_view, message_view, usd
@@ -53,8 +65,10 @@ from noteloom.chat.wiring import (
     memory_default,
     providers_of,
 )
-from noteloom.errors import ConfigError, InvalidInput, NotFound, Unavailable
+from noteloom.db import new_id
+from noteloom.errors import ConfigError, Conflict, InvalidInput, NotFound, Unavailable
 from noteloom.providers.base import TEXT_ONLY, ModelCapabilities, capabilities_of, is_private
+from noteloom.vault import Keys, Sealer
 from noteloom.workspace import Note, User
 
 T = TypeVar("T")
@@ -93,37 +107,89 @@ class ChatService:
     # -- conversations ----------------------------------------------------------------
 
     async def conversations(
-        self, user: User, *, search: str | None = None, deleted: bool = False, limit: int = 100, offset: int = 0
+        self, user: User, *, search: str | None = None, deleted: bool = False, limit: int = 100, offset: int = 0,
+        keys: Keys | None = None,
     ) -> list[Conversation]:
+        """``user``'s conversations; a protected one shows its title with ``keys`` (the
+        user's), else :data:`~noteloom.chat.sealing.LOCKED_TITLE` and ``locked``."""
         return await _thread(
-            lambda: self.stores.conversations.find(user.id, search=search, deleted=deleted, limit=limit, offset=offset)
+            lambda: self.stores.conversations.find(user.id, search=search, deleted=deleted, limit=limit,
+                                                   offset=offset, keys=keys)
         )
 
-    async def conversation(self, user: User, conversation_id: str) -> dict[str, Any]:
-        """A conversation with its messages, as the API shows them."""
+    async def conversation(self, user: User, conversation_id: str, keys: Keys | None = None) -> dict[str, Any]:
+        """A conversation with its messages, as the API shows them (``Locked`` for a
+        protected one without the user's keys)."""
 
         def load() -> dict[str, Any]:
             st = self.stores
             with self.host.workspace.read() as c:
-                conv = st.conversations.get(user.id, conversation_id, conn=c)
-                msgs = st.transcript.of_conversation(user.id, conversation_id, conn=c)
-                files = st.attachments.of_messages([m.id for m in msgs if m.role == "user"], conn=c)
-                views = [self._view(m, c, files.get(m.id, [])) for m in msgs]
+                conv = st.conversations.get(user.id, conversation_id, keys=keys, conn=c)
+                if conv.locked:
+                    raise locked_error()
+                msgs = st.transcript.of_conversation(user.id, conversation_id, keys=keys, conn=c)
+                files = st.attachments.of_messages([m.id for m in msgs if m.role == "user"], keys=keys, conn=c)
+                views = [self._view(m, c, files.get(m.id, []), keys) for m in msgs]
             return {**conversation_view(conv), "messages": views}
 
         return await _thread(load)
 
     async def update_conversation(
         self, user: User, conversation_id: str, *, title: str | None = None, pinned: bool | None = None,
-        controls: dict[str, Any] | None = None,
+        controls: dict[str, Any] | None = None, security_level: str | None = None, keys: Keys | None = None,
     ) -> Conversation:
+        """Rename, pin, change controls and the security level (in that order, so a model and
+        the fortress level can be set together). Sealing a new title or instructions needs
+        only the public key; lowering the level needs ``keys``."""
+        st = self.stores
+        if security_level is not None:
+            check_level(security_level)
+        current = await _thread(lambda: st.conversations.get(user.id, conversation_id, keys=keys))
+        level = security_level or current.security_level
         if controls and controls.get("model"):
-            await _thread(self.check_model, controls["model"])
-        return await _thread(
-            lambda: self.stores.conversations.update(
-                user.id, conversation_id, title=title, pinned=pinned, controls=controls
+            await _thread(self.check_model, controls["model"], level)
+        conv = await _thread(
+            lambda: st.conversations.update(
+                user.id, conversation_id, title=title, pinned=pinned, controls=controls, keys=keys
             )
         )
+        if security_level is not None and security_level != conv.security_level:
+            conv = await self.set_level(user, conversation_id, security_level, keys=keys)
+        return conv
+
+    async def set_level(self, user: User, conversation_id: str, level: str, *, keys: Keys | None = None) -> Conversation:
+        """The setter of a conversation's security level. Raising seals its stored rows in
+        place (the public key is enough); lowering opens them (``Locked`` without ``keys``).
+        Fortress needs the chat's model to be private (``InvalidInput`` naming the model
+        otherwise). What the rewrite left in the database's free space and the files it
+        replaced are cleared (:func:`noteloom.chat.scrub.scrub`)."""
+        new: Level = check_level(level)
+        st = self.stores
+        current = await _thread(lambda: st.conversations.get(user.id, conversation_id, keys=keys))
+        if new == "fortress":
+            await _thread(self.check_model, current.controls.model or self.settings.model, new)
+
+        engine, blobs = self.host.workspace.engine, st.attachments.blobs
+
+        def change() -> tuple[Conversation, Rewritten]:
+            done = Rewritten()
+            try:
+                with scrubbing_tx(engine) as c:
+                    conv = st.conversations.get(user.id, conversation_id, conn=c)
+                    sealer = None
+                    if is_protected(new) and not conv.protected:
+                        st.seal.require_vault(user.id, conn=c)
+                        sealer = st.seal.sealer(user.id, conn=c)
+                    done = change_level(c, conversation_id, new, sealer=sealer, keys=keys, blobs=blobs)
+                    conv = st.conversations.get(user.id, conversation_id, keys=keys, conn=c)
+            except BaseException:
+                st.attachments.discard(done.new)  # the files written for a change that did not happen
+                raise
+            after_rewrite(engine, blobs, done)
+            return conv, done
+
+        conv, _ = await _thread(change)
+        return conv
 
     async def delete_conversation(self, user: User, conversation_id: str, *, permanent: bool = False) -> int:
         """Soft-delete, or purge for good (returns the number of messages purged). Either
@@ -160,14 +226,19 @@ class ChatService:
     async def restore_conversation(self, user: User, conversation_id: str) -> Conversation:
         return await _thread(self.stores.conversations.restore, user.id, conversation_id)
 
-    async def export(self, user: User, conversation_id: str, fmt: ExportFormat) -> tuple[str, str]:
-        """``(file name, text)`` of the conversation in Markdown or plain text."""
+    async def export(self, user: User, conversation_id: str, fmt: ExportFormat,
+                     keys: Keys | None = None) -> tuple[str, str]:
+        """``(file name, text)`` of the conversation in Markdown or plain text (a protected
+        one needs ``keys``: ``Locked`` without them)."""
 
         def load() -> tuple[str, str]:
             with self.host.workspace.read() as c:
-                conv = self.stores.conversations.get(user.id, conversation_id, conn=c)
-                msgs = self.stores.transcript.of_conversation(user.id, conversation_id, conn=c)
-                files = self.stores.attachments.of_messages([m.id for m in msgs if m.role == "user"], conn=c)
+                conv = self.stores.conversations.get(user.id, conversation_id, keys=keys, conn=c)
+                if conv.locked:
+                    raise locked_error()
+                msgs = self.stores.transcript.of_conversation(user.id, conversation_id, keys=keys, conn=c)
+                files = self.stores.attachments.of_messages([m.id for m in msgs if m.role == "user"], keys=keys,
+                                                            conn=c)
             stem = re.sub(r"[^\w]+", "-", conv.title).strip("-_")[:60].strip("-_") or "chat"
             return f"{stem}.{fmt}", export(conv, msgs, fmt, files)
 
@@ -175,10 +246,12 @@ class ChatService:
 
     # -- models -----------------------------------------------------------------------
 
-    def check_model(self, address: str) -> str:
-        """The canonical ``provider:model`` for ``address``; ``InvalidInput`` if it cannot be used."""
+    def check_model(self, address: str | None, level: str = "standard") -> str:
+        """The canonical ``provider:model`` for ``address`` (``None``: the default) in a chat of
+        ``level``; ``InvalidInput`` if it cannot be used there (a fortress chat takes private
+        models only: ``TurnRunner.provider_for`` decides)."""
         try:
-            _, _, canonical = self.runner.resolve_model(address)
+            _, _, canonical = self.runner.provider_for(address, level)
         except ConfigError as exc:
             raise InvalidInput(f"model {address!r} cannot be used: {exc}", field="model") from None
         return canonical
@@ -246,13 +319,21 @@ class ChatService:
         selection: tuple[int, int] | None = None,
         controls: dict[str, Any] | None = None,
         attachments: Sequence[Upload] = (),
+        security_level: str | None = None,
+        keys: Keys | None = None,
     ) -> SendResult:
         """Store the message and start its turn in the background (or run a slash command).
 
         ``attachments``: files sent with it (the message may then be empty). Each is checked
         (count, type from its bytes, size, what the conversation's model takes in its mode),
         then its text extracted; a refusal stores nothing. The bytes are written before the
-        rows, in the rows' transaction's shadow: if that fails, they are removed again."""
+        rows, in the rows' transaction's shadow: if that fails, they are removed again.
+
+        ``security_level`` sets a new conversation's level (``InvalidInput`` for an existing
+        one: its setter changes it). In a protected conversation everything is stored sealed,
+        and ``keys`` (the user's, from their unlock window) are needed to send at all
+        (``Locked``), since the turn reads the conversation; a fortress one refuses a model
+        that is not private before anything is stored."""
         if not isinstance(text, str) or (not text.strip() and not attachments):
             raise InvalidInput("message must not be empty (unless a file is attached)", field="message")
         if len(text) > MESSAGE_MAX:
@@ -262,55 +343,82 @@ class ChatService:
             raise InvalidInput(f"/{command.name} is a command; it takes no attached files", field="attachments")
         if command is None and not self.runner.accepting:
             raise Unavailable("the chat's turn runner is not running; start noteloom with `noteloom serve`")
+        if security_level is not None and conversation_id is not None:
+            raise InvalidInput("security_level sets a new chat's level; change an existing chat's with PATCH "
+                               "/api/v1/chat/conversations/{id}", field="security_level")
+        level: Level = check_level(security_level or "standard")
+        if conversation_id is not None:
+            conv0 = await _thread(lambda: self.stores.conversations.get(user.id, conversation_id, keys=keys))
+            if conv0.locked:
+                raise locked_error()
+            level = check_level(conv0.security_level)
+            wanted_model = (controls or {}).get("model") or conv0.controls.model
+        else:
+            wanted_model = (controls or {}).get("model")
+            if is_protected(level):
+                await _thread(self.stores.seal.require_vault, user.id)
+                if keys is None:
+                    raise locked_error("a protected chat")
         if controls and controls.get("model"):
-            await _thread(self.check_model, controls["model"])
+            await _thread(self.check_model, controls["model"], level)
+        if level == "fortress":
+            await _thread(self.check_model, wanted_model or self.settings.model, level)
         if controls and "attachment_mode" in controls:
             Controls().merged({"attachment_mode": controls["attachment_mode"]})  # a bad mode: 422 before any work
         if command is not None:
-            return await self._command(user, command, conversation_id, controls)
+            return await self._command(user, command, conversation_id, controls, level, keys)
         model = await _thread(self._model_label, conversation_id, user, controls)
         files = await self._ingest(user, conversation_id, controls, attachments) if attachments else []
         st = self.stores
+        protected = is_protected(level)
+        sealer: Sealer | None = await _thread(st.seal.sealer, user.id) if protected else None
+        file_ids = [new_id() for _ in files]
 
-        def store(keys: list[str]) -> tuple[Conversation, ChatMessage, ChatMessage, bool]:
+        def store(blob_keys: list[str]) -> tuple[Conversation, ChatMessage, ChatMessage, bool]:
             with self.host.workspace.write() as c:
                 context = self._note_context(note_id, selection, c)
                 created = conversation_id is None
                 if conversation_id is None:
                     title = title_from(text) if text.strip() else title_from(files[0].name)
                     conv = st.conversations.create(
-                        user.id, title=title, controls=Controls().merged(controls or {}), conn=c
+                        user.id, title=title, controls=Controls().merged(controls or {}), level=level, conn=c
                     )
                 else:
                     conv = st.conversations.update(user.id, conversation_id, controls=controls, conn=c)
+                    if conv.protected != protected:
+                        # Its level changed since the files were written (sealed or not): start again.
+                        raise Conflict(f"conversation {conv.id!r} changed its security level while this message "
+                                       "was being sent; send it again")
                 asked, answer = st.transcript.start_exchange(
                     conv.id, text, note_context=context, model=model, runner_id=self.runner.id, conn=c
                 )
-                st.attachments.add(asked.id, conv.id, user.id, files, keys, conn=c)
+                st.attachments.add(asked.id, conv.id, user.id, files, blob_keys, ids=file_ids, sealer=sealer, conn=c)
             return conv, asked, answer, created
 
-        keys = await _thread(st.attachments.put_bytes, files)
+        blob_keys = await _thread(lambda: st.attachments.put_bytes(files, ids=file_ids, sealer=sealer))
         try:
-            conv, asked, answer, created = await _thread(store, keys)
+            conv, asked, answer, created = await _thread(store, blob_keys)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await _thread(st.attachments.discard, keys)
+                await _thread(st.attachments.discard, blob_keys)
             raise
-        warning = await _thread(self.privacy_warning, conv.id, model, bool(files), note_id)
-        live = self.runner.start(answer.id)
+        warning = await _thread(self.privacy_warning, conv.id, model, bool(files), note_id, level)
+        live = (self.runner.start(answer.id, sealer=sealer, keys=keys) if protected
+                else self.runner.start(answer.id))
         if warning is not None:
             live.emit("privacy_warning", {"message": warning, "model": model})
         return SendResult(conv.id, answer.id, answer.status, asked.id, created, warning)
 
     def privacy_warning(self, conversation_id: str, model: str | None, sent_files: bool,
-                        note_id: str | None) -> str | None:
+                        note_id: str | None, level: str = "standard") -> str | None:
         """What to tell the user when a turn on ``model`` would take private content to a model
         that is not private (``is_private``: a server of their own, or one marked
         ``private = true``), else ``None``. Private content, until chats carry a level of their
         own: files attached to the conversation (now or earlier). The note open beside the
         chat is not: the user's notes reach the chosen model through every workspace tool, so
-        a warning there would show on nearly every turn and soon be ignored. A warning only:
-        the turn still runs (blocking)."""
+        a warning there would show on nearly every turn and soon be ignored. A private chat is
+        private content as a whole (a fortress one never gets here: its turns refuse such a
+        model). A warning only: the turn still runs (blocking)."""
         if model is None:
             return None
         try:
@@ -320,6 +428,10 @@ class ChatService:
         if is_private(provider):
             return None
         del note_id  # see above: an open note is the workspace's, not the chat's, content
+        if is_protected(level):
+            return (f"{model} is not a private model, and this chat is private: what the model reads of it goes "
+                    f"to provider {provider.name!r} (it stays sealed here). To keep it with you, pick a private "
+                    "model (a server of your own, or one marked private = true), or make the chat fortress.")
         if not (sent_files or self.stores.attachments.of_conversation(conversation_id)):
             return None
         return (f"{model} is not a private model, and this chat holds private content (files attached to it): "
@@ -377,11 +489,12 @@ class ChatService:
         return NoteContext(note.id, Selection(start, end, note.body[start:end]))
 
     async def _command(
-        self, user: User, command: Command, conversation_id: str | None, controls: dict[str, Any] | None
+        self, user: User, command: Command, conversation_id: str | None, controls: dict[str, Any] | None,
+        level: Level = "standard", keys: Keys | None = None,
     ) -> SendResult:
         answer = ""
         if command.name == "model" and command.argument:
-            canonical = await _thread(self.check_model, command.argument)
+            canonical = await _thread(self.check_model, command.argument, level)
         else:
             canonical = ""
 
@@ -391,9 +504,9 @@ class ChatService:
             with self.host.workspace.write() as c:
                 created = conversation_id is None
                 conv = (
-                    st.conversations.create(user.id, controls=Controls().merged(controls or {}), conn=c)
+                    st.conversations.create(user.id, controls=Controls().merged(controls or {}), level=level, conn=c)
                     if conversation_id is None
-                    else st.conversations.get(user.id, conversation_id, conn=c)
+                    else st.conversations.get(user.id, conversation_id, keys=keys, conn=c)
                 )
                 if command.name == "clear":
                     answer = "Context cleared: the model will not see the messages above this line."
@@ -412,7 +525,7 @@ class ChatService:
                     partial = f" (not counting {conv.unpriced_turns} unpriced turn(s))" if conv.unpriced_turns else ""
                     answer = (f"Tokens so far: {conv.input_tokens} in, {conv.output_tokens} out. "
                               f"Cost: ${cost}{partial}.")
-                note = st.transcript.add_note(conv.id, answer, command=command.name, conn=c)
+                note = st.transcript.add_note(conv.id, answer, command=command.name, keys=keys, conn=c)
             return conv, note, created
 
         conv, note, created = await _thread(run)
@@ -426,31 +539,36 @@ class ChatService:
 
     # -- a running turn ----------------------------------------------------------------
 
-    def _view(self, m: ChatMessage, c: Any, files: list[Attachment] | None = None) -> dict[str, Any]:
-        pending = self.stores.transcript.pending_of(m.id, conn=c) if m.role == "assistant" else None
+    def _view(self, m: ChatMessage, c: Any, files: list[Attachment] | None = None,
+              keys: Keys | None = None) -> dict[str, Any]:
+        if m.locked:
+            raise locked_error()
+        pending = self.stores.transcript.pending_of(m.id, keys=keys, conn=c) if m.role == "assistant" else None
         edits: list[ProposedEdit] = self.stores.edits.of_message(m.id, conn=c) if m.role == "assistant" else []
         seq = last_seq(c, m.id) if m.role == "assistant" else 0
         view = message_view(m, pending=pending, edits=edits, live=self.runner.live.get(m.id), last_seq=seq)
         view["attachments"] = [attachment_view(a) for a in files or []] if m.role == "user" else None
         return view
 
-    async def message(self, user: User, message_id: str) -> dict[str, Any]:
+    async def message(self, user: User, message_id: str, keys: Keys | None = None) -> dict[str, Any]:
         """A message as it stands: a running turn's partial text, activity and running time;
         a settled one's content, usage, cost, pending action and proposed edits; a user's
-        message its attachments."""
+        message its attachments. ``Locked`` for a protected chat's without ``keys``."""
 
         def load() -> dict[str, Any]:
             with self.host.workspace.read() as c:
-                m = self.stores.transcript.get(user.id, message_id, conn=c)
-                files = self.stores.attachments.of_messages([m.id], conn=c).get(m.id, []) if m.role == "user" else []
-                return self._view(m, c, files)
+                m = self.stores.transcript.get(user.id, message_id, keys=keys, conn=c)
+                files = (self.stores.attachments.of_messages([m.id], keys=keys, conn=c).get(m.id, [])
+                         if m.role == "user" else [])
+                return self._view(m, c, files, keys)
 
         return await _thread(load)
 
-    async def attachment(self, user: User, attachment_id: str) -> tuple[Attachment, bytes]:
+    async def attachment(self, user: User, attachment_id: str, keys: Keys | None = None) -> tuple[Attachment, bytes]:
         """An attachment of one of ``user``'s live conversations and its bytes (``NotFound``
-        when it is someone else's, or removed with its conversation)."""
-        return await _thread(self.stores.attachments.read, user.id, attachment_id)
+        when it is someone else's, or removed with its conversation; ``Locked`` when it is
+        sealed and ``keys`` are not given)."""
+        return await _thread(self.stores.attachments.read, user.id, attachment_id, keys)
 
     async def cancel(self, user: User, message_id: str) -> bool:
         """Ask a running turn to stop; ``True`` when it had settled already."""
@@ -459,23 +577,38 @@ class ChatService:
             self.runner.cancel_live(message_id)
         return settled
 
-    async def confirm(self, user: User, message_id: str, decision: Literal["approve", "decline"]) -> dict[str, Any]:
-        """Approve or decline the tool call a turn waits on; the same message continues."""
+    async def confirm(self, user: User, message_id: str, decision: Literal["approve", "decline"],
+                      keys: Keys | None = None) -> dict[str, Any]:
+        """Approve or decline the tool call a turn waits on; the same message continues (in a
+        protected chat it needs ``keys``, as sending does)."""
         if not self.runner.accepting:
             raise Unavailable("the chat's turn runner is not running; start noteloom with `noteloom serve`")
+        st = self.stores
 
-        def decide() -> int:
+        def decide() -> tuple[int, Sealer | None]:
             with self.host.workspace.write() as c:
-                self.stores.transcript.decide(user.id, message_id, decision, runner_id=self.runner.id, conn=c)
-                return last_seq(c, message_id)
+                msg = st.transcript.get(user.id, message_id, conn=c)
+                conv = st.conversations.get(user.id, msg.conversation_id, keys=keys, conn=c)
+                if conv.locked:
+                    raise locked_error()
+                st.transcript.decide(user.id, message_id, decision, runner_id=self.runner.id, conn=c)
+                sealer = st.seal.sealer(user.id, conn=c) if conv.protected else None
+                return last_seq(c, message_id), sealer
 
-        seq = await _thread(decide)
-        self.runner.start(message_id, seq + 1)
-        return await self.message(user, message_id)
+        seq, sealer = await _thread(decide)
+        if sealer is not None:
+            self.runner.start(message_id, seq + 1, sealer=sealer, keys=keys)
+        else:
+            self.runner.start(message_id, seq + 1)
+        return await self.message(user, message_id, keys)
 
-    async def events(self, user: User, message_id: str, after_seq: int = 0) -> AsyncIterator[TurnEvent]:
-        """The turn's events after ``after_seq``, live while it runs; ends once it has settled."""
-        msg = await _thread(self.stores.transcript.get, user.id, message_id)
+    async def events(self, user: User, message_id: str, after_seq: int = 0,
+                     keys: Keys | None = None) -> AsyncIterator[TurnEvent]:
+        """The turn's events after ``after_seq``, live while it runs; ends once it has settled.
+        A protected chat's stored events are opened with ``keys`` (``Locked`` without them)."""
+        msg = await _thread(lambda: self.stores.transcript.get(user.id, message_id, keys=keys))
+        if msg.locked:
+            raise locked_error()
         if msg.role != "assistant":
             raise InvalidInput(f"message {message_id!r} is the user's; its answer is the message after it",
                                field="message_id")
@@ -484,7 +617,8 @@ class ChatService:
 
         def stored(after: int) -> list[TurnEvent]:
             with db.read_tx(engine) as c:
-                return events_after(c, message_id, after)
+                return [dataclasses.replace(e, data=open_event_data(keys, message_id, e.seq, e.data))
+                        for e in events_after(c, message_id, after)]
 
         while True:
             live = self.runner.live.get(message_id)
@@ -549,13 +683,19 @@ class ChatService:
 
     # -- pending actions across conversations (the command line) -----------------------
 
-    async def pending(self, user: User) -> list[dict[str, Any]]:
-        rows = await _thread(self.stores.transcript.pending_for_user, user.id)
+    async def pending(self, user: User, keys: Keys | None = None) -> list[dict[str, Any]]:
+        """Every call waiting for ``user``'s decision; one of a protected chat without ``keys``
+        shows its tool only (``locked``: the title a placeholder, no arguments or card)."""
+        rows = await _thread(lambda: self.stores.transcript.pending_for_user(user.id, keys=keys))
         out = []
         for msg, action in rows:
-            conv = await _thread(self.stores.conversations.get, user.id, msg.conversation_id)
-            out.append({"message_id": msg.id, "conversation_id": conv.id, "conversation": conv.title,
-                        "tool": action.tool, "arguments": action.arguments, "description": action.description})
+            conv = await _thread(functools.partial(self.stores.conversations.get, user.id, msg.conversation_id,
+                                                   keys=keys))
+            locked = conv.locked or action.locked
+            out.append({"message_id": msg.id, "conversation_id": conv.id,
+                        "conversation": LOCKED_TITLE if locked else conv.title, "tool": action.tool,
+                        "arguments": {} if locked else action.arguments,
+                        "description": "" if locked else action.description, "locked": locked})
         return out
 
 

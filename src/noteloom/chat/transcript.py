@@ -29,10 +29,19 @@ from noteloom.chat.records import (
     PendingAction,
     Selection,
 )
+from noteloom.chat.sealing import (
+    MESSAGE_FIELDS,
+    PENDING_FIELDS,
+    is_protected,
+    level_for_write,
+    level_of_message,
+    seal_values,
+)
 from noteloom.db import new_id, now_ms
 from noteloom.errors import Conflict, NotFound
 from noteloom.messages import Message, Usage, messages_from_list, messages_to_list
 from noteloom.runs import store as runs
+from noteloom.vault import Keys
 
 #: What a turn's error says when the server stopped under it.
 INTERRUPTED = "The server stopped while this turn was running. Send the message again to retry."
@@ -42,25 +51,38 @@ def message_missing(message_id: str) -> str:
     return f"message {message_id!r} does not exist; open the conversation to see its messages"
 
 
-def _message_from_row(r: Any) -> ChatMessage:
+def _opened_row(r: Any, keys: Keys | None) -> tuple[dict[str, Any], bool]:
+    """The content columns of a message row as text, and whether they could not be opened
+    (a sealed row read without its owner's keys: they are empty then)."""
+    values = {name: getattr(r, name) for name in MESSAGE_FIELDS}
+    if not r.sealed:
+        return values, False
+    if keys is None:
+        return {"content": "", "transcript": None, "error_message": None, "selection_text": None}, True
+    return {name: None if v is None else keys.open_text(r.id, name, v) for name, v in values.items()}, False
+
+
+def _message_from_row(r: Any, keys: Keys | None = None) -> ChatMessage:
+    values, locked = _opened_row(r, keys)
     context = None
     if r.note_id:
         selection = None
         if r.selection_start is not None and r.selection_end is not None:
-            selection = Selection(r.selection_start, r.selection_end, r.selection_text or "")
+            selection = Selection(r.selection_start, r.selection_end, values["selection_text"] or "")
         context = NoteContext(r.note_id, selection)
+    text = values["transcript"]
     return ChatMessage(
         id=r.id,
         conversation_id=r.conversation_id,
         position=r.position,
         role=r.role,
-        content=r.content,
+        content=values["content"],
         status=r.status,
         created_time=r.created_time,
         updated_time=r.updated_time,
-        transcript=tuple(messages_from_list(json.loads(r.transcript))) if r.transcript else (),
+        transcript=tuple(messages_from_list(json.loads(text))) if text else (),
         error_code=r.error_code,
-        error_message=r.error_message,
+        error_message=values["error_message"],
         activity=r.activity,
         model=r.model,
         stop_reason=r.stop_reason,
@@ -74,13 +96,22 @@ def _message_from_row(r: Any) -> ChatMessage:
         started_time=r.started_time,
         finished_time=r.finished_time,
         memories=tuple(x for x in r.memories if isinstance(x, dict)) if isinstance(r.memories, list) else None,
+        sealed=bool(r.sealed),
+        locked=locked,
     )
 
 
-def _pending_from_row(r: Any) -> PendingAction:
+def _pending_from_row(r: Any, keys: Keys | None = None) -> PendingAction:
+    arguments, description, locked = r.arguments, r.description, False
+    if r.sealed:
+        if keys is None:
+            arguments, description, locked = "{}", "", True
+        else:
+            arguments = keys.open_text(r.id, "arguments", r.arguments)
+            description = keys.open_text(r.id, "description", r.description)
     return PendingAction(
-        r.id, r.message_id, r.call_id, r.tool, json.loads(r.arguments), r.description, r.status,
-        r.created_time, r.decided_time,
+        r.id, r.message_id, r.call_id, r.tool, json.loads(arguments), description, r.status,
+        r.created_time, r.decided_time, locked,
     )
 
 
@@ -99,8 +130,10 @@ class Transcript:
 
     # -- reading ----------------------------------------------------------------------
 
-    def get(self, user_id: str, message_id: str, *, conn: Connection | None = None) -> ChatMessage:
-        """A message of one of ``user_id``'s live conversations."""
+    def get(self, user_id: str, message_id: str, *, keys: Keys | None = None,
+            conn: Connection | None = None) -> ChatMessage:
+        """A message of one of ``user_id``'s live conversations (a sealed one opened with
+        ``keys``, or ``locked`` without them)."""
         m, cv = t.messages, t.conversations
         with self._r(conn) as c:
             r = c.execute(
@@ -110,29 +143,30 @@ class Transcript:
             ).first()
         if r is None:
             raise NotFound(message_missing(message_id))
-        return _message_from_row(r)
+        return _message_from_row(r, keys)
 
-    def get_any(self, message_id: str, *, conn: Connection | None = None) -> ChatMessage:
+    def get_any(self, message_id: str, *, keys: Keys | None = None, conn: Connection | None = None) -> ChatMessage:
         with self._r(conn) as c:
             r = c.execute(sa.select(t.messages).where(t.messages.c.id == message_id)).first()
         if r is None:
             raise NotFound(message_missing(message_id))
-        return _message_from_row(r)
+        return _message_from_row(r, keys)
 
-    def of_conversation(self, user_id: str, conversation_id: str, *, conn: Connection | None = None) -> list[ChatMessage]:
+    def of_conversation(self, user_id: str, conversation_id: str, *, keys: Keys | None = None,
+                        conn: Connection | None = None) -> list[ChatMessage]:
         with self._r(conn) as c:
             self.conversations.get(user_id, conversation_id, conn=c)
             rows = c.execute(
                 sa.select(t.messages).where(t.messages.c.conversation_id == conversation_id).order_by(t.messages.c.position)
             ).all()
-        return [_message_from_row(r) for r in rows]
+        return [_message_from_row(r, keys) for r in rows]
 
-    def all_of(self, conversation_id: str, *, conn: Connection | None = None) -> list[ChatMessage]:
+    def all_of(self, conversation_id: str, *, keys: Keys | None = None, conn: Connection | None = None) -> list[ChatMessage]:
         with self._r(conn) as c:
             rows = c.execute(
                 sa.select(t.messages).where(t.messages.c.conversation_id == conversation_id).order_by(t.messages.c.position)
             ).all()
-        return [_message_from_row(r) for r in rows]
+        return [_message_from_row(r, keys) for r in rows]
 
     def active_turn(self, conversation_id: str, *, conn: Connection) -> ChatMessage | None:
         """The conversation's turn that is running or waits for a confirmation, if any."""
@@ -203,39 +237,43 @@ class Transcript:
             "model": None, "started_time": None, "transcript": None,
         }
         user_id, asst_id = new_id(), new_id()
-        conn.execute(
-            t.messages.insert(),
-            [
-                {**common, "id": user_id, "position": pos, "role": "user", "content": text, "status": "complete"},
-                {
-                    **common, "id": asst_id, "position": pos + 1, "role": "assistant", "content": "",
-                    "status": "running", "model": model, "started_time": tm, "transcript": "[]",
-                },
-            ],
-        )
-        owner = conn.execute(
-            sa.select(t.conversations.c.user_id).where(t.conversations.c.id == conversation_id)
-        ).scalar()
+        rows = [
+            {**common, "id": user_id, "position": pos, "role": "user", "content": text, "status": "complete"},
+            {
+                **common, "id": asst_id, "position": pos + 1, "role": "assistant", "content": "",
+                "status": "running", "model": model, "started_time": tm, "transcript": "[]",
+                "selection_text": None,
+            },
+        ]
+        owner, level = level_for_write(conn, conversation_id)
+        conn.execute(t.messages.insert(), self._sealed_rows(owner, level, rows, conn))
         runs.create(conn, asst_id, kind=TURN_RUN, user_id=owner, subject_id=asst_id, runner_id=runner_id)
         self.conversations.touch(conversation_id, conn=conn)
         return self.get_any(user_id, conn=conn), self.get_any(asst_id, conn=conn)
 
-    def add_note(self, conversation_id: str, content: str, *, command: str, conn: Connection) -> ChatMessage:
+    def _sealed_rows(self, owner: str, level: str, rows: list[dict[str, Any]], conn: Connection) -> list[dict[str, Any]]:
+        """Message rows as stored: in a protected conversation, their content columns sealed."""
+        if not is_protected(level):
+            return [{**r, "sealed": False} for r in rows]
+        sealer = self.conversations.seal.sealer(owner, conn=conn)
+        return [{**seal_values(sealer, r["id"], r, MESSAGE_FIELDS), "sealed": True} for r in rows]
+
+    def add_note(self, conversation_id: str, content: str, *, command: str, keys: Keys | None = None,
+                 conn: Connection) -> ChatMessage:
         """A ``note`` row: output of a slash command, shown but never sent to a model."""
         self._lock_conversation(conversation_id, conn)
+        owner, level = level_for_write(conn, conversation_id)
         tm = now_ms()
         mid = new_id()
-        conn.execute(
-            t.messages.insert(),
-            {
-                "id": mid, "conversation_id": conversation_id, "position": self._next_position(conversation_id, conn),
-                "role": "note", "command": command, "content": content, "status": "complete", "input_tokens": 0, "output_tokens": 0,
-                "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0,
-                "created_time": tm, "updated_time": tm,
-            },
-        )
+        row = {
+            "id": mid, "conversation_id": conversation_id, "position": self._next_position(conversation_id, conn),
+            "role": "note", "command": command, "content": content, "status": "complete", "input_tokens": 0, "output_tokens": 0,
+            "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0,
+            "created_time": tm, "updated_time": tm,
+        }
+        conn.execute(t.messages.insert(), self._sealed_rows(owner, level, [row], conn))
         self.conversations.touch(conversation_id, conn=conn)
-        return self.get_any(mid, conn=conn)
+        return self.get_any(mid, keys=keys, conn=conn)
 
     def save_progress(
         self,
@@ -246,11 +284,15 @@ class Transcript:
         transcript: Sequence[Message] | None = None,
         conn: Connection,
     ) -> None:
-        """The partial answer and the stage label of a running turn."""
+        """The partial answer and the stage label of a running turn. In a protected
+        conversation only the stage label: the partial answer stays in memory until the turn
+        settles, and is sealed then."""
         tm = now_ms()
         values: dict[str, Any] = {"content": content, "activity": activity, "updated_time": tm}
         if transcript is not None:
             values["transcript"] = json.dumps(messages_to_list(transcript))
+        if is_protected(level_of_message(conn, message_id)[2]):
+            values = {"activity": activity, "updated_time": tm}
         conn.execute(
             t.messages.update().where(t.messages.c.id == message_id, t.messages.c.status == "running").values(**values)
         )
@@ -270,8 +312,8 @@ class Transcript:
         message_id: str,
         *,
         status: MessageStatus,
-        content: str,
-        transcript: Sequence[Message],
+        content: str | None,
+        transcript: Sequence[Message] | None,
         usage: Usage,
         cost: Decimal | None,
         model: str | None,
@@ -283,22 +325,31 @@ class Transcript:
     ) -> None:
         """Settle a run of a turn; its tokens and cost are added to the message's and the
         conversation's totals (a resumed turn adds each run's share once). ``memories``: what
-        the run's prompt was given (``None`` keeps what an earlier run recorded)."""
-        row = conn.execute(sa.select(t.messages).where(t.messages.c.id == message_id)).first()
-        if row is None:
+        the run's prompt was given (``None`` keeps what an earlier run recorded); ``content``
+        and ``transcript`` ``None`` keep what is stored (a turn settled by someone who could
+        not read it). In a protected conversation the text columns are sealed."""
+        if conn.execute(sa.select(t.messages.c.id).where(t.messages.c.id == message_id)).first() is None:
             return
+        _, owner, level = level_of_message(conn, message_id)
+        row = conn.execute(sa.select(t.messages).where(t.messages.c.id == message_id)).one()
         total_cost = cost
         if row.finished_time is not None:  # an earlier run of this turn (before a confirmation)
             prior = Decimal(row.cost_usd) if row.cost_usd is not None else None
             total_cost = prior + cost if (prior is not None and cost is not None) else None
         tm = now_ms()
+        text: dict[str, Any] = {"error_message": error_message}
+        if content is not None:
+            text["content"] = content
+        if transcript is not None:
+            text["transcript"] = json.dumps(messages_to_list(transcript))
+        if is_protected(level):
+            text = seal_values(self.conversations.seal.sealer(owner, conn=conn), message_id, text, MESSAGE_FIELDS)
         conn.execute(
             t.messages.update()
             .where(t.messages.c.id == message_id)
             .values(
                 status=status,
-                content=content,
-                transcript=json.dumps(messages_to_list(transcript)),
+                **text,
                 input_tokens=row.input_tokens + usage.input_tokens,
                 output_tokens=row.output_tokens + usage.output_tokens,
                 cache_read_tokens=row.cache_read_tokens + usage.cache_read_tokens,
@@ -308,7 +359,6 @@ class Transcript:
                 model=model or row.model,
                 stop_reason=stop_reason,
                 error_code=error_code,
-                error_message=error_message,
                 activity=None,
                 finished_time=tm,
                 updated_time=tm,
@@ -334,20 +384,21 @@ class Transcript:
     def add_pending(
         self, message_id: str, *, call_id: str, tool: str, arguments: dict[str, Any], description: str,
         conn: Connection,
-    ) -> PendingAction:
+    ) -> None:
+        """Hold a call for the user's decision (its arguments and card sealed in a protected chat)."""
         pid = new_id()
-        conn.execute(
-            t.pending_actions.insert(),
-            {
-                "id": pid, "message_id": message_id, "call_id": call_id, "tool": tool,
-                "arguments": json.dumps(arguments), "description": description, "status": "pending",
-                "created_time": now_ms(),
-            },
-        )
-        r = conn.execute(sa.select(t.pending_actions).where(t.pending_actions.c.id == pid)).one()
-        return _pending_from_row(r)
+        _, owner, level = level_of_message(conn, message_id)
+        row: dict[str, Any] = {
+            "id": pid, "message_id": message_id, "call_id": call_id, "tool": tool,
+            "arguments": json.dumps(arguments), "description": description, "status": "pending",
+            "created_time": now_ms(), "sealed": is_protected(level),
+        }
+        if is_protected(level):
+            row = seal_values(self.conversations.seal.sealer(owner, conn=conn), pid, row, PENDING_FIELDS)
+        conn.execute(t.pending_actions.insert(), row)
 
-    def pending_of(self, message_id: str, *, conn: Connection | None = None) -> PendingAction | None:
+    def pending_of(self, message_id: str, *, keys: Keys | None = None,
+                   conn: Connection | None = None) -> PendingAction | None:
         """The latest pending action of a message (decided or not)."""
         with self._r(conn) as c:
             r = c.execute(
@@ -356,9 +407,10 @@ class Transcript:
                 .order_by(t.pending_actions.c.created_time.desc(), t.pending_actions.c.id.desc())
                 .limit(1)
             ).first()
-        return _pending_from_row(r) if r is not None else None
+        return _pending_from_row(r, keys) if r is not None else None
 
-    def pending_for_user(self, user_id: str, *, conn: Connection | None = None) -> list[tuple[ChatMessage, PendingAction]]:
+    def pending_for_user(self, user_id: str, *, keys: Keys | None = None,
+                         conn: Connection | None = None) -> list[tuple[ChatMessage, PendingAction]]:
         """Every action waiting for ``user_id``'s decision, oldest first."""
         m, cv, p = t.messages, t.conversations, t.pending_actions
         with self._r(conn) as c:
@@ -373,9 +425,9 @@ class Transcript:
             ).scalars().all()
             out = []
             for mid in rows:
-                action = self.pending_of(mid, conn=c)
+                action = self.pending_of(mid, keys=keys, conn=c)
                 if action is not None:
-                    out.append((self.get_any(mid, conn=c), action))
+                    out.append((self.get_any(mid, keys=keys, conn=c), action))
             return out
 
     def decide(

@@ -70,6 +70,7 @@ from noteloom.chat.records import (
     TurnEvent,
 )
 from noteloom.chat.routing import Router
+from noteloom.chat.sealing import locked_error, seal_event_data
 from noteloom.chat.toolset import (
     FocusedNote,
     Opener,
@@ -91,15 +92,25 @@ from noteloom.chat.wiring import (
     providers_of,
 )
 from noteloom.data import catalog_line
-from noteloom.errors import Busy, ConfigError, NoteloomError, NotFound, Unavailable, mapped
+from noteloom.errors import (
+    Busy,
+    ConfigError,
+    InvalidInput,
+    Locked,
+    NoteloomError,
+    NotFound,
+    Unavailable,
+    mapped,
+)
 from noteloom.memory.context import ContextBuilder, MemoryContext
 from noteloom.messages import Message, TextDelta, ThinkingDelta, Usage, usage_to_dict
-from noteloom.providers.base import ModelCapabilities, Provider, capabilities_of
+from noteloom.providers.base import ModelCapabilities, Provider, capabilities_of, is_private
 from noteloom.providers.registry import ProviderRegistry
 from noteloom.runs import Run, RunCall, RunEngine, RunError, RunSettings, RunStatus
 from noteloom.runs.spend import MonthlyCap, admission, cap_of
 from noteloom.runs.store import CallEnd, CallStart, Spent
 from noteloom.tools import CallOrigin, ToolContext, ToolDef, ToolError, ToolResult
+from noteloom.vault import Keys, Sealer
 from noteloom.workspace import User
 
 log = logging.getLogger("noteloom.chat")
@@ -110,7 +121,19 @@ TURN_ERRORS: dict[type[BaseException], str] = {
     NoteloomError: "chat_error",
     ConfigError: "model_unavailable",
     Unavailable: "model_unavailable",
+    # A protected chat's turn that cannot read its history: the owner's vault is locked.
+    Locked: "locked",
 }
+#: The stored error code of a fortress chat's turn refused a model that is not private.
+NOT_PRIVATE = "model_not_private"
+
+
+def fortress_refusal(address: str) -> InvalidInput:
+    """What a fortress chat answers to a model that is not private, wherever it is asked for."""
+    return InvalidInput(
+        f"model {address!r} is not a private model, and this chat is fortress: its turns run only on a private "
+        "model (a server of your own, or one marked private = true; GET /api/v1/chat/models marks them "
+        "private). Pick one, or lower the chat's level.", field="model")
 
 #: The run's status for each status of its message.
 _RUN_STATUS: dict[MessageStatus, RunStatus] = {
@@ -155,6 +178,10 @@ class _Prepared:
     memory: MemoryContext | None = None
     #: The attachments of the conversation's user messages, by message id.
     files: dict[str, list[Attachment]] = field(default_factory=dict)
+    #: The owner's keys, for a protected chat (``None``: a standard one).
+    keys: Keys | None = None
+    #: The turn's provider keeps traffic private (``is_private``).
+    private_model: bool = False
 
 
 @dataclass
@@ -174,6 +201,10 @@ class _Outcome:
     limit: str | None = None
     #: What the prompt was given from memory, recorded with the end (``None``: memory off).
     memories: list[dict[str, Any]] | None = None
+    #: The turn failed before it read its message: what is stored stays (it was never read).
+    keep_stored: bool = False
+    #: The error as the run's row stores it (sealed in a protected turn; ``None``: as shown).
+    run_error: str | None = None
 
 
 class TurnRunner:
@@ -199,6 +230,9 @@ class TurnRunner:
         self.memories = ContextBuilder()
         #: The call records a settling turn writes with its end, by message id.
         self._calls: dict[str, list[CallStart | CallEnd]] = {}
+        #: The owner's keys of each protected turn running here, by message id (in memory
+        #: only, for the turn's life: they open its history and files).
+        self._keys: dict[str, Keys] = {}
 
     @property
     def id(self) -> str:
@@ -258,19 +292,32 @@ class TurnRunner:
         except NotFound:
             msg = None
         if msg is not None:
-            t.finish(run.id, status="failed", content=msg.content, transcript=msg.transcript, usage=Usage(),
+            # A sealed message keeps what it stored (the reaper cannot read it; finish seals the error).
+            t.finish(run.id, status="failed", content=None if msg.sealed else msg.content,
+                     transcript=None if msg.sealed else msg.transcript, usage=Usage(),
                      cost=None, model=msg.model, stop_reason="error", error_code=error.code,
                      error_message=text, conn=c)
-        shown = {"code": error.code, "message": text}
-        return shown, {"status": "failed", "stop_reason": "error", "error": shown}
+        shown: dict[str, Any] = {"code": error.code, "message": text}
+        done: dict[str, Any] = {"status": "failed", "stop_reason": "error", "error": shown}
+        if msg is not None and msg.sealed:
+            # Stored as the engine numbers them (after the run's last event), sealed like every event of it.
+            seq = last_seq(c, run.id)
+            sealer = self.stores.seal.sealer(run.user_id or "", conn=c)
+            shown, done = seal_event_data(sealer, run.id, seq + 1, shown), seal_event_data(sealer, run.id, seq + 2, done)
+        return shown, done
 
     # -- starting -----------------------------------------------------------------------
 
-    def start(self, message_id: str, first_seq: int = 1) -> LiveTurn:
-        """Run the turn of ``message_id`` in the background (the row is ``running`` already)."""
+    def start(self, message_id: str, first_seq: int = 1, *, sealer: Sealer | None = None,
+              keys: Keys | None = None) -> LiveTurn:
+        """Run the turn of ``message_id`` in the background (the row is ``running`` already).
+        A protected chat's turn gets its owner's ``sealer`` (what it stores is sealed) and
+        ``keys`` (to read its history), held in memory for the turn's life."""
         if not self.engine.accepting:
             raise Unavailable("the chat's turn runner is not running; start noteloom with `noteloom serve`")
-        live = self._register(message_id, first_seq)
+        live = self._register(message_id, first_seq, sealer)
+        if keys is not None:
+            self._keys[message_id] = keys
         self.engine.spawn(self._guarded, message_id, live)
         return live
 
@@ -281,10 +328,10 @@ class TurnRunner:
         except Exception:
             log.exception("chat turn %s could not be settled; the reaper will mark it interrupted", message_id)
 
-    def _register(self, message_id: str, first_seq: int) -> LiveTurn:
+    def _register(self, message_id: str, first_seq: int, sealer: Sealer | None = None) -> LiveTurn:
         if self.engine.live.get(message_id) is not None:
             raise Busy(f"message {message_id!r} is running in this process already; wait for it to settle")
-        live = LiveTurn(message_id, first_seq)
+        live = LiveTurn(message_id, first_seq, sealer)
         self.engine.register(live)
         return live
 
@@ -295,12 +342,20 @@ class TurnRunner:
     async def run_turn(self, message_id: str, live: LiveTurn | None = None) -> None:
         """Run (or resume) a turn to its end; the CLI awaits this directly."""
         if live is None:
-            first = await to_thread.run_sync(self._last_seq, message_id) + 1
-            live = self._register(message_id, first)
+            first, sealer = await to_thread.run_sync(self._last_seq_and_sealer, message_id)
+            live = self._register(message_id, first + 1, sealer)
         try:
             await self._run(live)
         finally:
+            self._keys.pop(message_id, None)
             self.engine.unregister(live)
+
+    def _last_seq_and_sealer(self, message_id: str) -> tuple[int, Sealer | None]:
+        with db.read_tx(self.stores.conversations.engine) as c:
+            msg = self.stores.transcript.get_any(message_id, conn=c)
+            conv = self.stores.conversations.get_any(msg.conversation_id, conn=c)
+            sealer = self.stores.seal.sealer(conv.user_id, conn=c) if conv.protected else None
+            return last_seq(c, message_id), sealer
 
     def _last_seq(self, message_id: str) -> int:
         with db.read_tx(self.stores.conversations.engine) as c:
@@ -357,20 +412,27 @@ class TurnRunner:
 
     def _failed(self, prep: _Prepared | None, code: str, message: str) -> _Outcome:
         transcript = list(prep.message.transcript) if prep else []
-        return _Outcome("failed", transcript, stop_reason="error", error_code=code, error_message=message)
+        return _Outcome("failed", transcript, stop_reason="error", error_code=code, error_message=message,
+                        keep_stored=prep is None)
 
     def _prepare(self, message_id: str) -> _Prepared:
         st, ws = self.stores, self.host.workspace
+        keys = self._keys.get(message_id)
         with ws.read() as c:
-            msg = st.transcript.get_any(message_id, conn=c)
-            conv = st.conversations.get_any(msg.conversation_id, conn=c)
-            rows = st.transcript.all_of(conv.id, conn=c)
-            files = st.attachments.of_messages([r.id for r in rows if r.role == "user"], conn=c)
+            conv = st.conversations.get_any(st.transcript.get_any(message_id, conn=c).conversation_id, keys=keys,
+                                            conn=c)
+            if conv.locked:
+                raise locked_error()
+            if not conv.protected:
+                keys = None  # a standard chat needs none (lowered since the turn was started)
+            msg = st.transcript.get_any(message_id, keys=keys, conn=c)
+            rows = st.transcript.all_of(conv.id, keys=keys, conn=c)
+            files = st.attachments.of_messages([r.id for r in rows if r.role == "user"], keys=keys, conn=c)
             before = [r for r in rows if r.position < msg.position and r.role == "user"]
             if not before:
                 raise NotFound(f"message {message_id!r} answers no question; send a new message")
             user_row = before[-1]
-            pending = st.transcript.pending_of(message_id, conn=c)
+            pending = st.transcript.pending_of(message_id, keys=keys, conn=c)
             decision: Decision | None = None
             if pending is not None and pending.status != "pending" and _unanswered(msg.transcript, pending.call_id):
                 decision = "approve" if pending.status == "approved" else "decline"
@@ -389,6 +451,13 @@ class TurnRunner:
             global_voice = ws.get_setting(SYSTEM_PROMPT_KEY, conn=c)
             default = memory_default(ws.get_setting(MEMORY_DEFAULT_KEY, conn=c))
             on = conv.controls.memory_access if conv.controls.memory_access is not None else default
+            try:
+                private_model = is_private(self.provider_for(self._controls(conv).model, conv.security_level)[0])
+            except (ConfigError, InvalidInput):
+                private_model = False  # the turn says why when it picks its model
+            # A protected chat searches memory only on a private model's turn: its words never
+            # reach a cloud model through the memories they find.
+            on = on and (private_model or not conv.protected)
             memory = self.memories.build(c, conv.user_id, user_row.content,
                                          vectors=self.host.services.memory_vectors) if on else None
         enabled = self.host.registry.enabled(ws)
@@ -399,7 +468,7 @@ class TurnRunner:
         )
         return _Prepared(msg, user_row, conv, rows, user, focused, enabled, runtime,
                          global_voice if isinstance(global_voice, str) else self.settings.system_prompt,
-                         context, decision, pending, cap, default, memory, files)
+                         context, decision, pending, cap, default, memory, files, keys, private_model)
 
     def _controls(self, conv: Conversation, memory_on_by_default: bool = True) -> Controls:
         """The controls a turn runs with: each left unset resolved (a capability to a boolean)."""
@@ -430,9 +499,25 @@ class TurnRunner:
         provider, model = providers.resolve(address or None)
         return provider, model, f"{provider.name}:{model}"
 
+    def provider_for(self, address: str | None, level: str) -> tuple[Provider, str, str]:
+        """The one choke point where a chat picks the provider of a turn: :meth:`resolve_model`,
+        refusing a provider that is not private for a fortress chat (``InvalidInput`` naming
+        the model). The turn, the setter of the level and every setter of a model ask here."""
+        provider, model, address = self.resolve_model(address)
+        if level == "fortress" and not is_private(provider):
+            raise fortress_refusal(address)
+        return provider, model, address
+
     async def _agent(self, prep: _Prepared, live: LiveTurn, token: CancelToken) -> _Outcome:
         controls = self._controls(prep.conversation, prep.memory_default)
-        provider, model, address = self.resolve_model(controls.model)
+        try:
+            provider, model, address = self.provider_for(controls.model, prep.conversation.security_level)
+        except InvalidInput as exc:
+            return self._failed(prep, NOT_PRIVATE, str(exc))
+        if prep.conversation.protected and not is_private(provider):
+            # Memory and past chats only on a private model's turn: sealed words never reach a
+            # cloud model through them.
+            controls = dataclasses.replace(controls, memory_access=False, history_access=False)
         msg = prep.message
         propose = self._proposer(prep, live)
         # The data tools only when something is readable here; the prompt then names it in one line.
@@ -445,7 +530,7 @@ class TurnRunner:
         caps = capabilities_of(provider, model)
         mode = cast(Mode, prep.conversation.controls.attachment_mode or DEFAULT_MODE)
         router = Router(self.stores.attachments, owner=prep.conversation.user_id, files=prep.files, mode=mode,
-                        caps=caps, nonce=nonce)
+                        caps=caps, nonce=nonce, keys=prep.keys)
         prep.context = dataclasses.replace(prep.context, model_capabilities=caps)
         history, attached = await to_thread.run_sync(self._history, prep, router)
         session = [t for t in tools if is_session_tool(t.name)]
@@ -525,7 +610,7 @@ class TurnRunner:
             if why is not None:
                 raise ToolError(f"the attachment {a.id} ({a.name}) cannot be read: {why}")
             encoded = encode(name=a.name, sniffed=a.sniffed, extraction=a.extraction,
-                             load=lambda: store.load(a, owner), mode="original", caps=caps, ref=a.id)
+                             load=lambda: store.load(a, owner, prep.keys), mode="original", caps=caps, ref=a.id)
             if encoded.blocks:
                 return ToolResult(f"The original of {a.name} ({a.kind}, {a.size} bytes), ref {a.id}, is attached.",
                                   blocks=encoded.blocks)
@@ -578,10 +663,12 @@ class TurnRunner:
             "model": out.model,
             "memories": memories,
         })
-        batch = [*live.take_unsaved(), done]
+        batch = [*live.take_unsaved(), live.stored(done)]
         self._calls[live.message_id] = live.take_calls()
         try:
             out.memories = memories
+            if out.status == "failed":
+                out.run_error = live.sealed_text("run_error", out.error_message or "")
             await to_thread.run_sync(self._write_end, live.message_id, batch, out)
         finally:
             self._calls.pop(live.message_id, None)
@@ -589,7 +676,9 @@ class TurnRunner:
 
     def _write_end(self, message_id: str, batch: list[TurnEvent], out: _Outcome) -> None:
         t = self.stores.transcript
-        error = RunError(out.error_code or "error", out.error_message or "") if out.status == "failed" else None
+        # The run's own copy of the error is sealed like the turn's (the message's, by finish).
+        shown = out.run_error if out.run_error is not None else out.error_message or ""
+        error = RunError(out.error_code or "error", shown) if out.status == "failed" else None
         with db.write_tx(self.stores.conversations.engine) as c:
             spent = Spent(out.usage.input_tokens, out.usage.output_tokens, out.cost, out.model)
             self.engine.write_end(c, message_id, batch, self._calls.get(message_id, []),
@@ -598,10 +687,11 @@ class TurnRunner:
                 p = out.pending
                 t.add_pending(message_id, call_id=p.call_id, tool=p.tool, arguments=p.arguments,
                               description=p.description, conn=c)
+            kept = out.keep_stored
             t.finish(
                 message_id, status=out.status,
-                content=out.content if out.content is not None else visible_text(out.transcript),
-                transcript=out.transcript,
+                content=out.content if out.content is not None else (None if kept else visible_text(out.transcript)),
+                transcript=None if kept else out.transcript,
                 usage=out.usage, cost=out.cost, model=out.model, stop_reason=out.stop_reason,
                 error_code=out.error_code, error_message=out.error_message, memories=out.memories, conn=c,
             )

@@ -37,6 +37,11 @@ def conversation_view(c: Conversation) -> dict[str, Any]:
         "created_time": c.created_time,
         "updated_time": c.updated_time,
         "deleted": c.deleted_time is not None,
+        # standard | private | fortress; a protected chat read while its owner's vault is
+        # locked has locked true, a placeholder title and no instructions.
+        "security_level": c.security_level,
+        "protected": c.protected,
+        "locked": c.locked,
     }
 
 

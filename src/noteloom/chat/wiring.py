@@ -30,11 +30,13 @@ from noteloom.chat.conversations import Conversations
 from noteloom.chat.edits import Edits
 from noteloom.chat.history import DEFAULT_HISTORY_BYTES
 from noteloom.chat.records import Controls, check_controls
+from noteloom.chat.sealing import ChatSeal
 from noteloom.chat.transcript import Transcript
 from noteloom.config import Settings
 from noteloom.errors import ConfigError, InvalidInput
 from noteloom.providers.registry import ProviderRegistry
 from noteloom.tools import ToolContext, ToolRegistry
+from noteloom.vault import Vault
 from noteloom.workspace import User, Workspace
 
 if TYPE_CHECKING:
@@ -129,9 +131,13 @@ class Stores:
     @classmethod
     def open(cls, workspace: Workspace, limits: AttachmentLimits | None = None) -> Stores:
         """The stores of ``workspace``; attachments' bytes under its ``attachments/chat``."""
-        conversations = Conversations(workspace.engine)
+        conversations = Conversations(workspace.engine, ChatSeal(Vault(workspace.engine)))
         files = ChatAttachments(workspace.engine, workspace.attachments_dir / "chat", limits or AttachmentLimits())
         return cls(conversations, Transcript(workspace.engine, conversations), Edits(workspace), files)
+
+    @property
+    def seal(self) -> ChatSeal:
+        return self.conversations.seal
 
 
 def providers_of(host: Host) -> ProviderRegistry:

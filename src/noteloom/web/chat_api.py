@@ -32,6 +32,7 @@ from noteloom.chat.records import Conversation
 from noteloom.chat.views import conversation_view
 from noteloom.errors import Unavailable
 from noteloom.jsonvalues import dumps, encodable, find_problem
+from noteloom.vault import Vault
 from noteloom.web.api_base import (
     ERRORS,
     ID_PATTERN,
@@ -48,6 +49,7 @@ from noteloom.web.api_base import (
     user_of,
 )
 from noteloom.web.render import render_markdown
+from noteloom.web.vault_api import keys_of
 
 # -- payloads ---------------------------------------------------------------------------
 
@@ -122,6 +124,9 @@ class SendIn(StrictModel):
     conversation_id: str | None = Field(None, pattern=ID_PATTERN, description="Omit to start a conversation.")
     note_context: NoteContextIn | None = None
     controls: ControlsIn | None = None
+    security_level: Literal["standard", "private", "fortress"] | None = Field(
+        None, description="A new chat's level (with conversation_id omitted); private and fortress need your "
+                          "vault unlocked (423 otherwise). Change an existing chat's with PATCH.")
 
 
 class SendOut(BaseModel):
@@ -144,6 +149,10 @@ class ConversationPatch(StrictModel):
     pinned: bool | None = None
     controls: ControlsIn | None = None
     deleted: Literal[False] | None = Field(None, description="false restores a deleted conversation.")
+    security_level: Literal["standard", "private", "fortress"] | None = Field(
+        None, description="Raise (seals what is stored; no unlock needed) or lower (opens it; 423 unless your "
+                          "vault is unlocked). Fortress needs a private model: set controls.model with it, "
+                          "or 422 names the model. 409 while a turn runs or waits for a decision.")
 
 
 class UsageOut(BaseModel):
@@ -186,6 +195,10 @@ class ConversationOut(BaseModel):
     created_time: int
     updated_time: int
     deleted: bool
+    security_level: Literal["standard", "private", "fortress"] = "standard"
+    protected: bool = Field(False, description="private or fortress: its content is sealed at rest.")
+    locked: bool = Field(False, description="Protected and your vault is locked: the title is a placeholder, "
+                                            "the instructions are null, opening it answers 423.")
 
 
 class DiffOp(BaseModel):
@@ -382,6 +395,8 @@ class PendingItem(BaseModel):
     tool: str
     arguments: dict[str, Any]
     description: str
+    locked: bool = Field(False, description="Of a protected chat while your vault is locked: the title is a "
+                                            "placeholder, the arguments and card are not shown.")
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -528,6 +543,7 @@ def attachment_response(att: Attachment, data: bytes) -> Response:
 def install(api: FastAPI, app: App) -> None:
     """Add ``/api/v1/chat/...`` to the web app."""
     install_error_handlers(api)
+    vault = Vault(app.engine)
     r = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=ERRORS,
                   dependencies=[Depends(checked_body)], default_response_class=ApiJSONResponse)
 
@@ -572,6 +588,8 @@ def install(api: FastAPI, app: App) -> None:
             selection=(ctx.selection.start, ctx.selection.end) if ctx and ctx.selection else None,
             controls=body.controls.changes() if body.controls else None,
             attachments=files,
+            security_level=body.security_level,
+            keys=await keys_of(request, vault),
         )
         return {"conversation_id": result.conversation_id, "message_id": result.message_id, "status": result.status,
                 "user_message_id": result.user_message_id, "created_conversation": result.created_conversation,
@@ -585,14 +603,15 @@ def install(api: FastAPI, app: App) -> None:
     async def attachment(request: Request, attachment_id: IdPath) -> Response:
         """An attached file's bytes: images inline, everything else as a download; never
         rendered as a page of this site (HTML comes back as plain text). 404 once deleted."""
-        att, data = await service_of(app).attachment(user_of(request), attachment_id)
+        att, data = await service_of(app).attachment(user_of(request), attachment_id, await keys_of(request, vault))
         return attachment_response(att, data)
 
     @r.get("/messages/{message_id}", response_model=MessageOut)
     async def message(request: Request, message_id: IdPath) -> dict[str, Any]:
         """Poll a message: partial text, activity and running time while it runs; final content,
         usage, cost, pending action and proposed edits once settled."""
-        return (await rendered([await service_of(app).message(user_of(request), message_id)]))[0]
+        keys = await keys_of(request, vault)
+        return (await rendered([await service_of(app).message(user_of(request), message_id, keys)]))[0]
 
     @r.get(
         "/messages/{message_id}/events",
@@ -617,13 +636,14 @@ def install(api: FastAPI, app: App) -> None:
             if not (text.isascii() and text.isdigit() and len(text) <= 16 and int(text) <= MAX_COUNT):
                 raise ApiError(422, "invalid_input", "Last-Event-ID: must be an event number", "Last-Event-ID")
             start = int(text)
-        view = await chat.message(user, message_id)
+        keys = await keys_of(request, vault)
+        view = await chat.message(user, message_id, keys)
         if view["role"] != "assistant":
             raise ApiError(422, "invalid_input", f"message_id: {message_id!r} is not an assistant message",
                            "message_id")
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
-            async for event in chat.events(user, message_id, start or 0):
+            async for event in chat.events(user, message_id, start or 0, keys):
                 # encodable: one lone surrogate in a model's delta must not end the stream.
                 yield ServerSentEvent(data=encodable(dumps(event.data)), event=event.kind, id=str(event.seq))
 
@@ -639,7 +659,9 @@ def install(api: FastAPI, app: App) -> None:
     async def confirm(request: Request, message_id: IdPath, body: ConfirmIn) -> dict[str, Any]:
         """Approve or decline the tool call the turn waits on; the same message continues
         (poll or stream it again)."""
-        return (await rendered([await service_of(app).confirm(user_of(request), message_id, body.decision)]))[0]
+        keys = await keys_of(request, vault)
+        return (await rendered([await service_of(app).confirm(user_of(request), message_id, body.decision,
+                                                              keys)]))[0]
 
     @r.post("/edits/{edit_id}/accept", response_model=EditDecisionOut)
     async def accept_edit(request: Request, edit_id: IdPath) -> dict[str, Any]:
@@ -668,27 +690,31 @@ def install(api: FastAPI, app: App) -> None:
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
         offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0,
     ) -> dict[str, Any]:
-        """Your conversations: pinned first, then most recently active."""
+        """Your conversations: pinned first, then most recently active. A protected one shows
+        `locked: true` and a placeholder title while your vault is locked."""
         found = await service_of(app).conversations(user_of(request), search=search, deleted=deleted,
-                                                    limit=limit, offset=offset)
+                                                    limit=limit, offset=offset, keys=await keys_of(request, vault))
         return {"conversations": [conversation_out(c) for c in found]}
 
     @r.get("/conversations/{conversation_id}", response_model=ConversationDetail)
     async def conversation(request: Request, conversation_id: IdPath) -> dict[str, Any]:
-        """A conversation with every message."""
-        detail = await service_of(app).conversation(user_of(request), conversation_id)
+        """A conversation with every message (423 `locked` for a protected one while your vault
+        is locked: unlock it, then ask again)."""
+        detail = await service_of(app).conversation(user_of(request), conversation_id, await keys_of(request, vault))
         detail["messages"] = await rendered(detail["messages"])
         return detail
 
     @r.patch("/conversations/{conversation_id}", response_model=ConversationOut)
     async def update_conversation(request: Request, conversation_id: IdPath, body: ConversationPatch) -> dict[str, Any]:
-        """Rename, pin or unpin, change controls, or restore (`"deleted": false`)."""
+        """Rename, pin or unpin, change controls, change the security level, or restore
+        (`"deleted": false`)."""
         chat, user = service_of(app), user_of(request)
         if body.deleted is False:
             await chat.restore_conversation(user, conversation_id)
         conv = await chat.update_conversation(
             user, conversation_id, title=body.title, pinned=body.pinned,
             controls=body.controls.changes() if body.controls else None,
+            security_level=body.security_level, keys=await keys_of(request, vault),
         )
         return conversation_out(conv)
 
@@ -712,8 +738,10 @@ def install(api: FastAPI, app: App) -> None:
         conversation_id: IdPath,
         format: Annotated[Literal["md", "txt"], Query(description="md = Markdown, txt = plain text.")] = "md",
     ) -> Response:
-        """The conversation as Markdown or plain text: role-labelled turns, tool calls summarised."""
-        name, text = await service_of(app).export(user_of(request), conversation_id, format)
+        """The conversation as Markdown or plain text: role-labelled turns, tool calls summarised
+        (423 for a protected one while your vault is locked)."""
+        name, text = await service_of(app).export(user_of(request), conversation_id, format,
+                                                  await keys_of(request, vault))
         media = "text/markdown" if format == "md" else "text/plain"
         return Response(text, media_type=f"{media}; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
@@ -726,7 +754,7 @@ def install(api: FastAPI, app: App) -> None:
     @r.get("/pending", response_model=list[PendingItem])
     async def pending(request: Request) -> list[dict[str, Any]]:
         """Every tool call waiting for your approval, across conversations."""
-        return await service_of(app).pending(user_of(request))
+        return await service_of(app).pending(user_of(request), await keys_of(request, vault))
 
     api.include_router(uploads)
     api.include_router(r)
