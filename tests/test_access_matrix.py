@@ -1148,6 +1148,37 @@ async def r_memory_list(w: World, p: Principal) -> None:
     await person_list("/api/v1/memory?limit=500", MEMORY_MARK, scoped_ok=True, also=SHARED_MEMORY_MARK)(w, p)
 
 
+# The vault: each person's own, reached by no id (nobody can name another's); limited tokens
+# may not use it, read-only ones only read its status.
+VAULT_PASS = "matrix vault passphrase"
+
+
+def own_vault(w: World, p: Principal) -> None:
+    from noteloom.vault import Vault
+
+    vault = Vault(w.app.engine)
+    if not vault.exists(w.user(p).id):
+        vault.create(w.user(p).id, VAULT_PASS)
+
+
+def vault_route(method: str, path: str, ok: set[int], *, body: dict[str, Any] | None = None,
+                unlock_first: bool = False) -> RouteCell:
+    async def cell(w: World, p: Principal) -> None:
+        write = method != "GET"
+        if path != "/api/v1/vault/setup":
+            own_vault(w, p)
+        if unlock_first and not refusal(p, write=True, scoped_ok=False):
+            opened = await http(w, p, "POST", "/api/v1/vault/unlock", json={"passphrase": VAULT_PASS})
+            assert opened.status_code == 200, opened.text
+        r = await http(w, p, method, path, **({"json": body} if body is not None else {}))
+        if refusal(p, write=write, scoped_ok=False):
+            assert_refused(r, p, f"{method} {path}")
+            return
+        assert r.status_code in ok, f"{method} {path} for {p.name}: {r.status_code} {r.text[:300]}"
+        assert (await http(w, None, method, path)).status_code == 401
+    return cell
+
+
 OK_READ = {200}
 ROUTE_RULES: dict[tuple[str, str], RouteCell] = {
     # Public: shells and the health check hold nothing; sign-in checks its own credential.
@@ -1199,6 +1230,15 @@ ROUTE_RULES: dict[tuple[str, str], RouteCell] = {
     ("DELETE", "/api/v1/memory/{memory_id}"): personal("DELETE", "/api/v1/memory/{id}", "memories", {204},
                                                       write=True, scoped_ok=True, fresh=fresh_memory),
     # Chats: the person's alone.
+    ("GET", "/api/v1/vault"): vault_route("GET", "/api/v1/vault", {200}),
+    ("POST", "/api/v1/vault/setup"): vault_route("POST", "/api/v1/vault/setup", {201, 409},
+                                                 body={"passphrase": VAULT_PASS}),
+    ("POST", "/api/v1/vault/unlock"): vault_route("POST", "/api/v1/vault/unlock", {200},
+                                                  body={"passphrase": VAULT_PASS}),
+    ("POST", "/api/v1/vault/lock"): vault_route("POST", "/api/v1/vault/lock", {204}),
+    ("POST", "/api/v1/vault/passphrase"): vault_route(
+        "POST", "/api/v1/vault/passphrase", {204}, body={"old_passphrase": VAULT_PASS, "new_passphrase": VAULT_PASS}),
+    ("POST", "/api/v1/vault/rotate"): vault_route("POST", "/api/v1/vault/rotate", {200}, unlock_first=True),
     ("POST", "/api/v1/chat/send"): r_chat_send,
     ("GET", "/api/v1/chat/conversations"): r_conversations,
     ("GET", "/api/v1/chat/conversations/{conversation_id}"): personal(

@@ -86,6 +86,7 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.pages_api",
     "noteloom.web.sessions",
     "noteloom.web.people_api",
+    "noteloom.web.vault_api",
     "noteloom.web.chat_page",
     "noteloom.web.recipes_page",
     "noteloom.web.memory_api",
