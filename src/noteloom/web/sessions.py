@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field, model_validator
 from noteloom.app import App
 from noteloom.errors import AuthError
 from noteloom.people import NAME_MAX, PASSWORD_MAX
+from noteloom.vault import Vault
 from noteloom.web.api_base import ApiError, StrictModel, install_error_handlers, user_of
 from noteloom.web.auth import SESSION_HEADER
 
@@ -208,6 +209,8 @@ def install(api: FastAPI, app: App) -> None:
             raise ApiError(422, "invalid_input", f"sign-out ends a browser session: send it as `{SESSION_HEADER}`",
                            SESSION_HEADER)
         await to_thread.run_sync(ws.end_session, session)
+        # The vault's window this session opened closes with it (noteloom.vault).
+        await to_thread.run_sync(Vault(app.engine).close_window, session)
         guard: Any = getattr(request.app.state, "auth", None)
         if guard is not None:
             guard.forget("session", session)
