@@ -37,6 +37,7 @@ from access_support import (
     BY_NAME,
     CHAT_MARK,
     COMMON,
+    HEADERS,
     MARK,
     MEMORY_MARK,
     MEMORY_WORD,
@@ -601,7 +602,20 @@ def test_every_tool_has_a_rule(tmp_path: Path) -> None:
 @pytest.mark.parametrize("principal", [p.name for p in PRINCIPALS])
 @pytest.mark.parametrize("tool", sorted(TOOL_RULES))
 async def test_tool(world: World, tool: str, principal: str) -> None:
-    await TOOL_RULES[tool][1](world, BY_NAME[principal])
+    p = BY_NAME[principal]
+    within = world.app.registry.get(tool).within_notebooks
+    stays = TOOL_RULES[tool][0] in ("notebooks", "notebooks (write)", "nothing of the workspace")
+    assert within == stays, f"{tool}: its rule says it is scoped by {TOOL_RULES[tool][0]}, its within_notebooks is {within}"
+    if p.scope and not within:
+        # It would reach past the token's notebooks (the person's chats, memories, recipes):
+        # a notebook-limited token is not offered it, and calling it anyway reads as no such tool.
+        got = await call_tool(world, p, tool, {})
+        assert got.unavailable, f"{tool} is offered to {p.name}, whose token keeps to some notebooks: {got.text}"
+        async with client(world, p) as c:
+            r = await c.post("/mcp", headers=HEADERS, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert tool not in {t["name"] for t in r.json()["result"]["tools"]}
+        return
+    await TOOL_RULES[tool][1](world, p)
 
 
 # -- the routes' rules ------------------------------------------------------------------------
@@ -984,8 +998,9 @@ async def r_mcp(w: World, p: Principal) -> None:
                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert r.status_code == 200, r.text
     names = {t["name"] for t in r.json()["result"]["tools"]}
-    effects = {t.name: t.effect for t in w.app.registry.all()}
-    expected = {n for n, e in effects.items() if e == "read"} if p.read_only else set(effects)
+    tools = w.app.registry.all()
+    expected = {t.name for t in tools if (t.effect == "read" or not p.read_only)
+                and (t.within_notebooks or not p.scope)}
     assert names == expected, f"{p.name} is offered {sorted(names ^ expected)} wrongly"
     assert (await http(w, None, "POST", "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
             ).status_code == 401

@@ -126,6 +126,8 @@ class Preflight:
         grant = self.grant
         if grant.read_only and tool.effect != "read":
             return False
+        if grant.notebooks and not tool.within_notebooks:
+            return False  # it would reach past the token's notebooks (chats, memories, recipes)
         return grant.tools is None or tool.name in grant.tools
 
 

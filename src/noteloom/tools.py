@@ -197,6 +197,11 @@ class ToolDef:
     #: RenderSpec | None`` (noteloom.renderspec), called after each successful call. Without
     #: one, or when it fails, the chat shows the result as JSON.
     render: Callable[[Mapping[str, Any], Any], RenderSpec | None] | None = None
+    #: Everything of the person's that it reads or writes lies in notebooks, and it honours
+    #: ``ToolContext.scope`` (or it touches nothing of theirs at all: fetching a web page).
+    #: Only such tools are offered to a token limited to some notebooks; a tool that reaches
+    #: a person's chats, memories or recipes would carry text from every notebook past it.
+    within_notebooks: bool = False
 
     @classmethod
     def from_function(

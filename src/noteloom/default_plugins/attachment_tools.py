@@ -172,6 +172,7 @@ READ_ATTACHMENT = ToolDef(
     handler=_read_attachment,
     effect="read",
     untrusted_output=True,
+    within_notebooks=True,
 )
 
 

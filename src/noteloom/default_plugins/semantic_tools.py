@@ -143,6 +143,7 @@ SEMANTIC_SEARCH_NOTES = ToolDef(
     untrusted_output=True,  # clipped notes
     effect="read",
     requires=("semantic",),
+    within_notebooks=True,
 )
 
 

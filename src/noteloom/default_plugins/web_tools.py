@@ -128,6 +128,7 @@ FETCH_URL = ToolDef(
     open_world=True,
     requires=("web",),
     untrusted_output=True,
+    within_notebooks=True,
 )
 
 WEB_SEARCH = ToolDef(
@@ -144,6 +145,7 @@ WEB_SEARCH = ToolDef(
     open_world=True,
     requires=("web_search",),
     untrusted_output=True,
+    within_notebooks=True,
 )
 
 CLIP_URL = ToolDef(
@@ -161,6 +163,7 @@ CLIP_URL = ToolDef(
     requires=("web",),
     describe=_describe_clip,
     untrusted_output=True,
+    within_notebooks=True,
 )
 
 

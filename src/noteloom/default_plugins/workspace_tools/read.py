@@ -148,6 +148,7 @@ SEARCH_NOTES = ToolDef(
     ),
     handler=threaded(_search),
     untrusted_output=True,  # clipped notes
+    within_notebooks=True,
 )
 
 
@@ -265,6 +266,7 @@ READ_NOTE = ToolDef(
     ),
     handler=threaded(_read_note),
     untrusted_output=True,  # clipped notes
+    within_notebooks=True,
 )
 
 
@@ -342,6 +344,7 @@ READ_NOTES = ToolDef(
     ),
     handler=threaded(_read_notes),
     untrusted_output=True,  # clipped notes
+    within_notebooks=True,
 )
 
 
@@ -376,6 +379,7 @@ LIST_NOTEBOOKS = ToolDef(
     input_schema=input_schema_of({}),
     output_schema=output_schema_of({"notebooks": {"type": "array", "items": NOTEBOOK_OUT}}, ["notebooks"]),
     handler=threaded(_list_notebooks),
+    within_notebooks=True,
 )
 
 
@@ -397,6 +401,7 @@ LIST_TAGS = ToolDef(
         ["tags"],
     ),
     handler=threaded(_list_tags),
+    within_notebooks=True,
 )
 
 
@@ -446,6 +451,7 @@ LIST_TRASH = ToolDef(
         ["items", "has_more"],
     ),
     handler=threaded(_list_trash),
+    within_notebooks=True,
 )
 
 

@@ -100,6 +100,7 @@ CREATE_NOTE = ToolDef(
     effect="write",
     approval=never,
     describe=lambda args, name: f"Create the note {_quoted(args.get('title', ''))}.",
+    within_notebooks=True,
 )
 
 
@@ -207,6 +208,7 @@ UPDATE_NOTE = ToolDef(
     effect="write",
     approval=_update_asks,
     describe=_describe_update,
+    within_notebooks=True,
 )
 
 
@@ -236,6 +238,7 @@ DELETE_NOTE = ToolDef(
     effect="destructive",
     describe=lambda args, name: f"Move {name(str(args['id']))} to the trash.",
     idempotent=True,
+    within_notebooks=True,
 )
 
 
@@ -285,6 +288,7 @@ MANAGE_TAGS = ToolDef(
     approval=lambda args: bool(args.get("remove")),
     describe=_describe_tags,
     idempotent=True,
+    within_notebooks=True,
 )
 
 
@@ -325,6 +329,7 @@ CREATE_NOTEBOOK = ToolDef(
     effect="write",
     approval=never,
     describe=lambda args, name: f"Create the notebook {_quoted(args.get('title', ''))}.",
+    within_notebooks=True,
 )
 
 
@@ -373,6 +378,7 @@ RESTORE_NOTE = ToolDef(
     effect="write",
     approval=never,
     describe=lambda args, name: f"Restore {name(str(args['id']))} from the trash.",
+    within_notebooks=True,
 )
 
 
