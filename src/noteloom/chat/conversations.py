@@ -188,11 +188,19 @@ class Conversations:
         q = sa.select(cv).where(cv.c.user_id == user_id)
         q = q.where(cv.c.deleted_time.is_not(None) if deleted else cv.c.deleted_time.is_(None))
         term = (search or "").strip()
-        q = q.order_by(cv.c.pinned.desc(), cv.c.updated_time.desc(), cv.c.id).limit(limit).offset(offset)
+        q = q.order_by(cv.c.pinned.desc(), cv.c.updated_time.desc(), cv.c.id)
         with self._r(conn) as c:
-            if term:
-                q = q.where(search_text.matching(term.lower(), c.dialect.name, roles=None))
-            return [conversation_from_row(r, keys) for r in c.execute(q)]
+            if not term:
+                return [conversation_from_row(r, keys) for r in c.execute(q.limit(limit).offset(offset))]
+            q = q.where(search_text.matching(term.lower(), c.dialect.name, roles=None))
+            if keys is None:
+                return [conversation_from_row(r, keys) for r in c.execute(q.limit(limit).offset(offset))]
+            # Protected ones are matched by opening them; the two lists merged in the list's order.
+            rows = [*c.execute(q.limit(limit + offset)).all(),
+                    *(p.row for p in search_text.protected_matches(c, user_id, term.lower(), keys, roles=None,
+                                                                   deleted=deleted))]
+            rows.sort(key=lambda r: (not r.pinned, -r.updated_time, r.id))
+            return [conversation_from_row(r, keys) for r in rows[offset:offset + limit]]
 
     def update(
         self,

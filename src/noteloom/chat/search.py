@@ -13,6 +13,12 @@ matched here too, by opening them with their owner's keys (``noteloom.chat.seali
 only then. Should chat text ever get a full-text index, it is built and queried here too,
 behind the same predicate, so no sealed text enters it.
 
+Protected conversations (``noteloom.chat.sealing``) are matched only with their owner's
+keys, by opening their titles and messages here (:func:`protected_matches`): chat volume
+is small, so this scan needs no index (which would hold their words in clear). Without the
+keys they are skipped, and the surfaces say so with :data:`PROTECTED_SKIPPED`, a fixed
+sentence: never whether, or how often, they matched.
+
 Matching is a scan, not an index: 2,000 conversations of 20 messages each (40,000
 messages of ~420 characters) take 30–55 ms a search on SQLite and 0.2 s on PostgreSQL
 (ILIKE over 17 MB; ``tests/test_history_tools.py`` prints the figures), well under a
@@ -26,13 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from noteloom.chat import tables as t
+from noteloom.vault import Keys
 
 #: The longest snippet returned, in characters (ellipses excluded).
 SNIPPET_CHARS = 200
@@ -42,6 +49,16 @@ MAX_HITS = 50
 QUERY_MAX = 200
 #: The roles whose text is searched.
 SEARCHED_ROLES = ("user", "assistant")
+#: What a search says when protected chats were left out (the vault locked, or a model that
+#: is not private): the same words whatever was asked, and no count.
+PROTECTED_SKIPPED = (
+    "Protected (private and fortress) chats were not searched: they are read only with your vault unlocked"
+    " (and, for a model's search, on a private model). Unlock your vault to include them."
+)
+#: The key of ``ToolContext.settings`` under which a chat turn lends ``search_conversations``
+#: its owner's keys: only a turn on a private model does, so protected chats' words never reach
+#: a cloud model through a search.
+SEALED_READER = "chat.sealed_reader"
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,59 @@ def _contains(column: ColumnElement[str], needle: str, dialect: str) -> ColumnEl
     return column.icontains(needle, autoescape=True)
 
 
+def has_protected(conn: Connection, user_id: str) -> bool:
+    """Whether ``user_id`` has a protected conversation (what a skipped search mentions)."""
+    cv = t.conversations
+    return conn.execute(sa.select(cv.c.id).where(
+        cv.c.user_id == user_id, cv.c.security_level != "standard", cv.c.deleted_time.is_(None)).limit(1)
+    ).first() is not None
+
+
+@dataclass(frozen=True)
+class ProtectedMatch:
+    """A protected conversation that matched, opened: its row, title, where and what."""
+
+    row: Any
+    title: str
+    matched: Literal["title", "message"]
+    snippet: str
+    message_id: str | None = None
+
+
+def protected_matches(
+    conn: Connection, user_id: str, needle: str, keys: Keys, *, roles: Sequence[str] | None = SEARCHED_ROLES,
+    deleted: bool = False, exclude: str | None = None,
+) -> list[ProtectedMatch]:
+    """``user_id``'s protected conversations whose title or a message's text (of ``roles``;
+    ``None``: any) contains ``needle``, ignoring case, opened with ``keys``, most recently
+    active first. The snippet is from the earliest matching message, else the title."""
+    if keys.user_id != user_id:
+        return []
+    folded = needle.casefold()
+    cv, m = t.conversations, t.messages
+    q = sa.select(cv).where(cv.c.user_id == user_id, cv.c.security_level != "standard",
+                            cv.c.deleted_time.is_not(None) if deleted else cv.c.deleted_time.is_(None))
+    if exclude is not None:
+        q = q.where(cv.c.id != exclude)
+    out: list[ProtectedMatch] = []
+    for conv in conn.execute(q.order_by(cv.c.updated_time.desc(), cv.c.id)).all():
+        title = keys.open_text(conv.id, "title", conv.title)
+        mq = sa.select(m.c.id, m.c.content, m.c.sealed).where(m.c.conversation_id == conv.id).order_by(m.c.position)
+        if roles is not None:
+            mq = mq.where(m.c.role.in_(list(roles)))
+        hit: ProtectedMatch | None = None
+        for r in conn.execute(mq):
+            text = keys.open_text(r.id, "content", r.content) if r.sealed else r.content
+            if folded in text.casefold():
+                hit = ProtectedMatch(conv, title, "message", snippet(text, needle), r.id)
+                break
+        if hit is None and folded in title.casefold():
+            hit = ProtectedMatch(conv, title, "title", snippet(title, needle))
+        if hit is not None:
+            out.append(hit)
+    return out
+
+
 def search_conversations(
     conn: Connection,
     user_id: str,
@@ -93,14 +163,23 @@ def search_conversations(
     *,
     limit: int = 10,
     exclude: str | None = None,
+    keys: Keys | None = None,
 ) -> tuple[list[ConversationHit], bool]:
     """The user's own conversations matching ``query``, most recently active first, and
     whether there were more than ``limit``. ``exclude`` names a conversation to leave out
-    (the one asking: its latest message holds the query itself)."""
+    (the one asking: its latest message holds the query itself). Protected conversations
+    are searched only with ``keys`` (their owner's), by opening them."""
     needle = " ".join(query.split()).lower()[:QUERY_MAX]
     if not needle:
         return [], False
     limit = max(1, min(limit, MAX_HITS))
+    if keys is not None:
+        hits, more = search_conversations(conn, user_id, query, limit=limit, exclude=exclude)
+        opened = [ConversationHit(p.row.id, p.title, p.row.created_time, p.row.updated_time, p.matched, p.snippet,
+                                  p.message_id)
+                  for p in protected_matches(conn, user_id, needle, keys, exclude=exclude)]
+        merged = sorted([*hits, *opened], key=lambda h: (-h.updated_time, h.conversation_id))
+        return merged[:limit], more or len(merged) > limit
     cv, m = t.conversations, t.messages
     dialect = conn.dialect.name
     q = (

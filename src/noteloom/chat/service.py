@@ -55,6 +55,7 @@ from noteloom.chat.sealing import (
     locked_error,
     open_event_data,
 )
+from noteloom.chat.search import has_protected
 from noteloom.chat.turns import TurnRunner
 from noteloom.chat.views import conversation_view, edit_view, message_view, usd
 from noteloom.chat.wiring import (
@@ -116,6 +117,19 @@ class ChatService:
             lambda: self.stores.conversations.find(user.id, search=search, deleted=deleted, limit=limit,
                                                    offset=offset, keys=keys)
         )
+
+    async def search_skipped(self, user: User, search: str | None, keys: Keys | None) -> bool:
+        """Whether a search of ``user``'s chats left protected ones out (no keys, and there are
+        some): the surfaces then say :data:`~noteloom.chat.search.PROTECTED_SKIPPED`, never
+        whether anything of them matched."""
+        if keys is not None or not (search or "").strip():
+            return False
+
+        def any_protected() -> bool:
+            with self.host.workspace.read() as c:
+                return has_protected(c, user.id)
+
+        return await _thread(any_protected)
 
     async def conversation(self, user: User, conversation_id: str, keys: Keys | None = None) -> dict[str, Any]:
         """A conversation with its messages, as the API shows them (``Locked`` for a
@@ -403,8 +417,11 @@ class ChatService:
                 await _thread(st.attachments.discard, blob_keys)
             raise
         warning = await _thread(self.privacy_warning, conv.id, model, bool(files), note_id, level)
-        live = (self.runner.start(answer.id, sealer=sealer, keys=keys) if protected
-                else self.runner.start(answer.id))
+        if protected:
+            live = self.runner.start(answer.id, sealer=sealer, keys=keys)
+        else:
+            self.runner.lend(answer.id, keys)  # to search protected chats on a private model
+            live = self.runner.start(answer.id)
         if warning is not None:
             live.emit("privacy_warning", {"message": warning, "model": model})
         return SendResult(conv.id, answer.id, answer.status, asked.id, created, warning)
@@ -599,6 +616,7 @@ class ChatService:
         if sealer is not None:
             self.runner.start(message_id, seq + 1, sealer=sealer, keys=keys)
         else:
+            self.runner.lend(message_id, keys)
             self.runner.start(message_id, seq + 1)
         return await self.message(user, message_id, keys)
 

@@ -71,6 +71,7 @@ from noteloom.chat.records import (
 )
 from noteloom.chat.routing import Router
 from noteloom.chat.sealing import locked_error, seal_event_data
+from noteloom.chat.search import SEALED_READER
 from noteloom.chat.toolset import (
     FocusedNote,
     Opener,
@@ -182,6 +183,9 @@ class _Prepared:
     keys: Keys | None = None
     #: The turn's provider keeps traffic private (``is_private``).
     private_model: bool = False
+    #: The owner's keys whatever the chat's level, when the request lent them: searching
+    #: past chats opens protected ones with them, on a private model's turn only.
+    reader: Keys | None = None
 
 
 @dataclass
@@ -321,6 +325,12 @@ class TurnRunner:
         self.engine.spawn(self._guarded, message_id, live)
         return live
 
+    def lend(self, message_id: str, keys: Keys | None) -> None:
+        """Lend the turn of ``message_id`` its owner's keys (before it starts), for reading
+        (a protected chat) and for searching protected chats (on a private model's turn)."""
+        if keys is not None:
+            self._keys[message_id] = keys
+
     async def _guarded(self, message_id: str, live: LiveTurn) -> None:
         """One turn's failure (a database error while storing it …) must not stop the others."""
         try:
@@ -417,7 +427,7 @@ class TurnRunner:
 
     def _prepare(self, message_id: str) -> _Prepared:
         st, ws = self.stores, self.host.workspace
-        keys = self._keys.get(message_id)
+        keys = reader = self._keys.get(message_id)
         with ws.read() as c:
             conv = st.conversations.get_any(st.transcript.get_any(message_id, conn=c).conversation_id, keys=keys,
                                             conn=c)
@@ -468,7 +478,7 @@ class TurnRunner:
         )
         return _Prepared(msg, user_row, conv, rows, user, focused, enabled, runtime,
                          global_voice if isinstance(global_voice, str) else self.settings.system_prompt,
-                         context, decision, pending, cap, default, memory, files, keys, private_model)
+                         context, decision, pending, cap, default, memory, files, keys, private_model, reader)
 
     def _controls(self, conv: Conversation, memory_on_by_default: bool = True) -> Controls:
         """The controls a turn runs with: each left unset resolved (a capability to a boolean)."""
@@ -518,6 +528,10 @@ class TurnRunner:
             # Memory and past chats only on a private model's turn: sealed words never reach a
             # cloud model through them.
             controls = dataclasses.replace(controls, memory_access=False, history_access=False)
+        if is_private(provider) and prep.reader is not None:
+            # search_conversations may open protected chats: this turn's words stay private.
+            prep.context = dataclasses.replace(
+                prep.context, settings={**prep.context.settings, SEALED_READER: prep.reader})
         msg = prep.message
         propose = self._proposer(prep, live)
         # The data tools only when something is readable here; the prompt then names it in one line.

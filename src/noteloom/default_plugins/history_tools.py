@@ -3,8 +3,10 @@
 A read tool that is off by default: the chat's "history" capability offers it, apart
 from workspace access, since everything a user ever discussed is broader and more
 private than their notes. Past text may quote clipped pages or tool output, so its
-results are fenced as untrusted. The matching itself lives in :mod:`noteloom.chat.search`
-(the one place sealed chats will be switched off).
+results are fenced as untrusted. The matching itself lives in :mod:`noteloom.chat.search`:
+protected (private, fortress) chats are searched only when the chat turn lent the owner's
+keys, which it does on a private model's turn only; otherwise the result says, in a fixed
+sentence, that they were left out (never whether they matched).
 """
 
 from __future__ import annotations
@@ -34,7 +36,14 @@ _SCHEMA: dict[str, Any] = {
 
 
 def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    from noteloom.chat.search import search_conversations  # the chat loads only when used
+    # The chat loads only when used.
+    from noteloom.chat.search import (
+        PROTECTED_SKIPPED,
+        SEALED_READER,
+        has_protected,
+        search_conversations,
+    )
+    from noteloom.vault import Keys
 
     if ctx.user is None:
         raise ToolError("past conversations belong to a user; this call has none (sign in, or use a token)")
@@ -42,10 +51,13 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if not query.strip():
         raise ToolError("argument 'query': give some words to look for")
     here = ctx.origin.conversation_id if ctx.origin is not None else None
+    lent = ctx.settings.get(SEALED_READER)
+    keys = lent if isinstance(lent, Keys) and lent.user_id == ctx.user.id else None
     with ctx.workspace.read() as conn:
         hits, more = search_conversations(
-            conn, ctx.user.id, query, limit=int(args.get("limit", DEFAULT_LIMIT)), exclude=here
+            conn, ctx.user.id, query, limit=int(args.get("limit", DEFAULT_LIMIT)), exclude=here, keys=keys
         )
+        skipped = keys is None and has_protected(conn, ctx.user.id)
     found = [
         {
             "conversation_id": h.conversation_id,
@@ -60,6 +72,8 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     payload: dict[str, Any] = {"conversations": found, "has_more": more}
     if not found:
         payload["message"] = "No past conversation of yours mentions that; try other words."
+    if skipped:
+        payload["protected"] = PROTECTED_SKIPPED
     return ToolResult(payload, untrusted=bool(found))
 
 

@@ -29,6 +29,7 @@ from noteloom.attachments import AttachmentLimits
 from noteloom.chat import ChatService
 from noteloom.chat.attachments import Attachment, Upload
 from noteloom.chat.records import Conversation
+from noteloom.chat.search import PROTECTED_SKIPPED
 from noteloom.chat.views import conversation_view
 from noteloom.errors import Unavailable
 from noteloom.jsonvalues import dumps, encodable, find_problem
@@ -353,6 +354,10 @@ class ConversationDetail(ConversationOut):
 
 class ConversationList(BaseModel):
     conversations: list[ConversationOut]
+    search_locked: bool = Field(False, description="A search left your protected chats out because your vault "
+                                                   "is locked; message says how to include them (never whether "
+                                                   "they matched).")
+    message: str | None = None
 
 
 class CancelOut(BaseModel):
@@ -691,10 +696,14 @@ def install(api: FastAPI, app: App) -> None:
         offset: Annotated[int, Query(ge=0, le=MAX_COUNT)] = 0,
     ) -> dict[str, Any]:
         """Your conversations: pinned first, then most recently active. A protected one shows
-        `locked: true` and a placeholder title while your vault is locked."""
-        found = await service_of(app).conversations(user_of(request), search=search, deleted=deleted,
-                                                    limit=limit, offset=offset, keys=await keys_of(request, vault))
-        return {"conversations": [conversation_out(c) for c in found]}
+        `locked: true` and a placeholder title while your vault is locked. A search matches
+        standard chats, and protected ones only while your vault is unlocked (else
+        `search_locked: true` says they were left out)."""
+        chat, user, keys = service_of(app), user_of(request), await keys_of(request, vault)
+        found = await chat.conversations(user, search=search, deleted=deleted, limit=limit, offset=offset, keys=keys)
+        skipped = await chat.search_skipped(user, search, keys)
+        return {"conversations": [conversation_out(c) for c in found], "search_locked": skipped,
+                "message": PROTECTED_SKIPPED if skipped else None}
 
     @r.get("/conversations/{conversation_id}", response_model=ConversationDetail)
     async def conversation(request: Request, conversation_id: IdPath) -> dict[str, Any]:
