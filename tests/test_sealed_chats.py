@@ -5,10 +5,11 @@ and reading or sending answers Locked; fortress refuses a cloud model at every e
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from chat_support import running_chat
-from noteloom.app import App
+from noteloom.app import App, open_app
 from noteloom.chat.attachments import Upload
 from noteloom.chat.sealing import LOCKED_TITLE
 from noteloom.errors import InvalidInput, Locked
@@ -198,3 +199,34 @@ async def test_a_private_chat_on_a_cloud_model_is_warned_about_and_gets_no_memor
     cloud = app.services["providers"].get("cloud")
     offered = {t.name for r in cloud.requests for t in r.tools}
     assert "search_conversations" not in offered and "recall" not in offered
+
+
+async def test_a_streaming_protected_turn_writes_nothing_in_clear_and_streams_to_another_worker(
+    any_app: App,
+) -> None:
+    """The partial answer of a running protected turn lives in memory; what is stored of it
+    (its events) is sealed, and another process reads it with the keys: events and partial text."""
+    app = any_app
+    owner = app.workspace.ensure_owner()
+    keys = vault_keys(app, owner.id)
+    models(app, [{"chunks": ["Working on ", MARKER, " now"], "hang": True}])
+    other = open_app(app.settings, load_entry_points=False)
+    try:
+        other_keys = vault_keys(other, owner.id)
+        async with running_chat(app) as runs, running_chat(other) as reads:
+            sent = await runs.send(owner, "go", security_level="private", keys=keys,
+                                   controls={"model": "own:script"})
+            assert reads.runner.live.get(sent.message_id) is None
+            with anyio.fail_after(30):
+                async for event in reads.events(owner, sent.message_id, 0, other_keys):
+                    if event.kind == "text" and MARKER in str(event.data.get("text")):
+                        break  # stored (sealed) and opened over there
+            view = await reads.message(owner, sent.message_id, other_keys)
+            assert view["status"] == "running" and view["partial_text"] == f"Working on {MARKER} now"
+            assert rows_holding(app, MARKER) == [] and files_holding(app, MARKER) == [], "nothing of it in clear"
+            await runs.cancel(owner, sent.message_id)
+            done = await settle(runs, owner, sent.message_id, keys)
+    finally:
+        other.close()
+    assert done["status"] == "cancelled" and MARKER in done["content"]
+    assert rows_holding(app, MARKER) == []

@@ -34,7 +34,9 @@ def chatty() -> list[Step]:
     ]
 
 
-async def test_a_chat_raised_from_standard_keeps_no_plaintext_anywhere(any_app: App) -> None:
+async def test_a_chat_raised_from_standard_keeps_no_plaintext_anywhere(
+    any_app: App, caplog: pytest.LogCaptureFixture,
+) -> None:
     app = any_app
     owner = app.workspace.ensure_owner()
     keys = vault_keys(app, owner.id)
@@ -58,6 +60,7 @@ async def test_a_chat_raised_from_standard_keeps_no_plaintext_anywhere(any_app: 
         assert raised.security_level == "private" and raised.locked
         assert rows_holding(app, MARKER) == []
         assert files_holding(app, MARKER) == [], "not in the database file, its WAL, or the attachment files"
+        assert not [r for r in caplog.records if r.levelname == "ERROR"], "the scrub after the rewrite ran (VACUUM …)"
         detail = await chat.conversation(owner, sent.conversation_id, keys)
         assert MARKER in detail["messages"][1]["content"] and detail["title"] == f"What about {MARKER}?"
         assert detail["messages"][1]["tool_calls"][0]["arguments"] == {"query": MARKER}
@@ -112,3 +115,37 @@ async def test_between_the_protected_levels_nothing_is_rewritten(app: App) -> No
         with app.engine.connect() as c:
             after = c.execute(sa.select(t.messages.c.content).where(t.messages.c.id == sent.message_id)).scalar()
     assert made.security_level == "fortress" and before == after
+
+
+NOTE_BODY = "# Trip\n\nWe leave on Friday.\nBring the tent.\n"
+REWRITE: list[Step] = [
+    {"tool_calls": [{"name": "rewrite_paragraph",
+                     "arguments": {"anchor": "Bring the tent", "text": f"We leave on Saturday.\n{MARKER} tarp."}}]},
+    {"text": "I proposed a change."},
+]
+
+
+async def test_proposed_edits_are_kept_out_of_protected_chats(app: App) -> None:
+    """A proposed edit's texts are stored in clear: a protected chat's turns propose none, and
+    raising a chat waits for its proposals to be decided, then forgets their texts."""
+    owner = app.workspace.ensure_owner()
+    note = app.workspace.create_note("Trip", NOTE_BODY)
+    keys = vault_keys(app, owner.id)
+    own = models(app, [*REWRITE, *REWRITE])
+    async with running_chat(app) as chat:
+        sent = await chat.send(owner, "switch to Saturday", note_id=note.id, controls={"model": "own:script"})
+        view = await settle(chat, owner, sent.message_id, None)
+        assert "rewrite_paragraph" in {s.name for s in own.requests[0].tools}
+        [edit] = view["edits"]
+        with pytest.raises(Conflict, match="proposed edit"):
+            await chat.update_conversation(owner, sent.conversation_id, security_level="private")
+        await chat.reject_edit(owner, edit["id"])
+        await chat.update_conversation(owner, sent.conversation_id, security_level="private")
+        assert rows_holding(app, MARKER) == []
+        again = await chat.send(owner, "and now?", conversation_id=sent.conversation_id, note_id=note.id, keys=keys)
+        later = await settle(chat, owner, again.message_id, keys)
+        detail = await chat.conversation(owner, sent.conversation_id, keys)
+    assert "rewrite_paragraph" not in {s.name for s in own.requests[-1].tools}, "not offered in a private chat"
+    assert later["edits"] == [] and later["tool_calls"][0]["status"] == "error"
+    assert detail["messages"][1]["edits"][0]["status"] == "rejected", "decided edits keep their status"
+    assert rows_holding(app, MARKER) == []

@@ -7,6 +7,9 @@ sealed; the old files are removed once the change is committed), and its turns' 
 events, tool calls and errors. Lowering (to standard) opens them back, which needs the
 owner's keys. Between the two protected levels nothing is rewritten. A chat with a turn
 running or waiting for a decision is not changed (the turn holds what it will write).
+Proposed edits to notes are not sealed (``noteloom.chat.edits`` reads them as they are): a
+protected chat's turns do not propose any, and raising a chat refuses while one waits for
+a decision and forgets the texts of the decided ones.
 
 What a rewrite leaves behind in the database's free space is the caller's to clear
 (:mod:`noteloom.chat.scrub`); the files it replaced are handed back for it to remove.
@@ -179,7 +182,9 @@ def change_level(
     refuse_active_turn(c, conversation_id)
     if not is_protected(current):
         assert sealer is not None and sealer.user_id == owner
+        _forget_edit_texts(c, conversation_id)
         out = _rewrite(c, conversation_id, blobs, _Seal(sealer))
+        out.tables.add(t.edits.name)
     elif not is_protected(new_level):
         if keys is None or keys.user_id != owner:
             raise locked_error()
@@ -188,6 +193,20 @@ def change_level(
               .values(security_level=new_level))
     out.tables.add(t.conversations.name)
     return out
+
+
+def _forget_edit_texts(c: Connection, conversation_id: str) -> None:
+    """Proposed edits keep their texts in clear (``chat_edits``, read as they are by
+    ``noteloom.chat.edits``): raising a chat refuses while one waits for a decision, and
+    forgets the texts of those decided (their status and, for an accepted one, the revision
+    that undoes it stay; the note's own history holds what was applied)."""
+    e, m = t.edits, t.messages
+    ids = sa.select(m.c.id).where(m.c.conversation_id == conversation_id).scalar_subquery()
+    waiting = c.execute(sa.select(e.c.id).where(e.c.message_id.in_(ids), e.c.status == "proposed").limit(1)).scalar()
+    if waiting is not None:
+        raise Conflict(f"conversation {conversation_id!r} has a proposed edit to a note waiting (edit {waiting!r}); "
+                       "accept or reject it, then change the level")
+    c.execute(e.update().where(e.c.message_id.in_(ids)).values(old_text="", new_text="", text="", anchor=None))
 
 
 def reseal_all(c: Connection, user_id: str, keys: Keys, blobs: BlobStore) -> Rewritten:

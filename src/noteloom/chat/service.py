@@ -560,12 +560,27 @@ class ChatService:
               keys: Keys | None = None) -> dict[str, Any]:
         if m.locked:
             raise locked_error()
+        if m.status == "running" and m.sealed and self.runner.live.get(m.id) is None:
+            m = dataclasses.replace(m, content=self._sealed_partial(m, c, keys))
         pending = self.stores.transcript.pending_of(m.id, keys=keys, conn=c) if m.role == "assistant" else None
         edits: list[ProposedEdit] = self.stores.edits.of_message(m.id, conn=c) if m.role == "assistant" else []
         seq = last_seq(c, m.id) if m.role == "assistant" else 0
         view = message_view(m, pending=pending, edits=edits, live=self.runner.live.get(m.id), last_seq=seq)
         view["attachments"] = [attachment_view(a) for a in files or []] if m.role == "user" else None
         return view
+
+    @staticmethod
+    def _sealed_partial(m: ChatMessage, c: Any, keys: Keys | None) -> str:
+        """A protected turn running in another process stores no partial text: it is the text
+        of its stored events since it last started, opened (after what an earlier part said)."""
+        text: list[str] = []
+        for e in events_after(c, m.id, 0, limit=100_000):
+            data = open_event_data(keys, m.id, e.seq, e.data)
+            if e.kind == "status":
+                text = []
+            elif e.kind == "text":
+                text.append(str(data.get("text", "")))
+        return (m.content + "\n\n" if m.content else "") + "".join(text)
 
     async def message(self, user: User, message_id: str, keys: Keys | None = None) -> dict[str, Any]:
         """A message as it stands: a running turn's partial text, activity and running time;

@@ -537,6 +537,10 @@ class TurnRunner:
         # The data tools only when something is readable here; the prompt then names it in one line.
         data_line = catalog_line(prep.context) if controls.data_access else ""
         tools = turn_tools(prep.focused, prep.enabled, controls, propose, data_readable=bool(data_line))
+        if prep.conversation.protected:
+            # A proposed edit's texts are stored in clear (chat_edits): not offered where
+            # everything of the chat is sealed.
+            tools = [t for t in tools if not is_session_tool(t.name)]
         untrusted = prep.focused is not None and prep.focused.untrusted
         # One nonce per turn: the note's fence and the contract the agent adds name the same marker.
         nonce = secrets.token_hex(8)
