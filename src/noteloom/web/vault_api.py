@@ -23,8 +23,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, model_validator
 
 from noteloom.app import App
-from noteloom.chat.levels import reseal_all
-from noteloom.chat.scrub import after_rewrite, scrubbing_tx
+from noteloom.chat import rotation
 from noteloom.chat.wiring import Stores
 from noteloom.errors import Locked
 from noteloom.vault import DEFAULT_TTL_S, MIN_PASSPHRASE_CHARS, Keys, Vault
@@ -178,26 +177,11 @@ def install(api: FastAPI, app: App) -> None:
         """Give your vault a new keypair (needs an open window: 423 otherwise) and move every
         sealed value of your chats to it: only each value's data key is re-sealed, the
         content is not rewritten."""
-        user = user_of(request)
         keys = await keys_of(request, vault)
         if keys is None:
             raise Locked("your vault is locked: unlock it (POST /api/v1/vault/unlock), then rotate")
-        stores = Stores.open(app.workspace)
-        return await to_thread.run_sync(rotate_all, app, vault, stores, user.id, keys)
+        blobs = Stores.open(app.workspace).attachments.blobs
+        done = await to_thread.run_sync(rotation.rotate, app.engine, blobs, keys)
+        return {"generation": done.generation, "resealed": done.resealed}
 
     api.include_router(r)
-
-
-def rotate_all(app: App, vault: Vault, stores: Stores, user_id: str, keys: Keys) -> dict[str, Any]:
-    """Rotate ``user_id``'s keypair and re-seal every sealed value of theirs to it (blocking).
-
-    The old secret key stays in the vault, wrapped under the vault key: a turn that took
-    the old public key just before may still seal to it, and what it seals must open.
-    """
-    del vault
-    blobs = stores.attachments.blobs
-    new = keys.rotate()
-    with scrubbing_tx(app.engine) as c:
-        done = reseal_all(c, user_id, keys, blobs)
-    after_rewrite(app.engine, blobs, done)
-    return {"generation": new, "resealed": done.count}
