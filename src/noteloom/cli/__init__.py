@@ -47,6 +47,7 @@ COMMAND_MODULES = [
     "noteloom.cli.chat_cmds",
     "noteloom.cli.recipe_cmds",
     "noteloom.cli.memory_cmds",
+    "noteloom.cli.vault_cmds",
     "noteloom.cli.plugin_cmds",  # installed plugins' commands, after ours (none can replace one)
 ]
 
