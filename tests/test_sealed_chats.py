@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import anyio
 import pytest
+import sqlalchemy as sa
 
 from chat_support import running_chat
+from noteloom import db
 from noteloom.app import App, open_app
+from noteloom.chat import tables as t
 from noteloom.chat.attachments import Upload
 from noteloom.chat.sealing import LOCKED_TITLE
 from noteloom.errors import InvalidInput, Locked
 from noteloom.providers.scripted import Step
+from noteloom.runs import tables as rt
+from noteloom.vault import is_sealed
 from sealed_support import MARKER, collect, files_holding, models, rows_holding, settle, vault_keys
 
 pytestmark = pytest.mark.anyio
@@ -229,4 +234,40 @@ async def test_a_streaming_protected_turn_writes_nothing_in_clear_and_streams_to
     finally:
         other.close()
     assert done["status"] == "cancelled" and MARKER in done["content"]
+    assert rows_holding(app, MARKER) == []
+
+
+async def test_a_protected_turn_reaped_by_another_process_stays_sealed(app: App) -> None:
+    """A turn whose process stopped is settled by another one, which cannot read it: what it
+    writes (the error, the last events) is sealed too, and what the turn stored is kept."""
+    owner = app.workspace.ensure_owner()
+    keys = vault_keys(app, owner.id)
+    models(app, [{"chunks": ["Half an answer about ", MARKER], "hang": True}])
+    other = open_app(app.settings, load_entry_points=False)
+    try:
+        other_keys = vault_keys(other, owner.id)
+        async with running_chat(app) as runs, running_chat(other) as reaper:
+            sent = await runs.send(owner, "go", security_level="private", keys=keys, controls={"model": "own:script"})
+            with anyio.fail_after(30):
+                async for event in reaper.events(owner, sent.message_id, 0, other_keys):
+                    if event.kind == "text":
+                        break
+            # As if its process had died: the other runner settles it.
+            reaped = await anyio.to_thread.run_sync(reaper.runner.recover, db.now_ms() + 60_000)
+            assert reaped == [sent.message_id]
+            view = await reaper.message(owner, sent.message_id, other_keys)
+            events = await collect(reaper, owner, sent.message_id, other_keys, timeout=30)
+            with app.engine.connect() as c:
+                stored = [r.data for r in c.execute(sa.select(rt.events.c.data).where(
+                    rt.events.c.run_id == sent.message_id).order_by(rt.events.c.seq))]
+                error = c.execute(sa.select(t.messages.c.error_message).where(
+                    t.messages.c.id == sent.message_id)).scalar()
+            await runs.cancel(owner, sent.message_id)
+    finally:
+        other.close()
+    assert view["status"] == "failed" and view["error"]["code"] == "interrupted"
+    assert "Send the message again" in view["error"]["message"]
+    assert [e.kind for e in events][-2:] == ["error", "done"]
+    assert all(set(d) == {"sealed"} for d in stored), "every stored event is sealed, the reaper's too"
+    assert is_sealed(error)
     assert rows_holding(app, MARKER) == []
