@@ -5,6 +5,9 @@
 // sign-in form on a 401); the turn's events stream over fetch, since EventSource cannot
 // send a header. Files go with a message as multipart/form-data, and a message's files are
 // fetched with the same header and shown as blob: URLs.
+// Protected chats (private, fortress) are sealed at rest and read only while the user's vault
+// is unlocked: a request that needs the vault answers 423 "locked", and the page then asks
+// for the passphrase and repeats what the user was doing (open the chat, send the message).
 "use strict";
 
 (() => {
@@ -21,8 +24,12 @@
     fileKey: 0,
     sending: false,        // a send (maybe a long upload) is on its way
     pendingControls: {},   // settings chosen before the conversation exists
+    pendingLevel: "standard",  // the security level chosen before the conversation exists
+    listed: new Map(),     // the conversations last listed, by id
+    drawerModel: "",       // the model last chosen in the settings drawer ("" = the default)
     models: null,
     edits: {},             // edits decided on this page, by id
+    warnings: {},          // privacy warnings said of a turn, by its message id (the view does not keep them)
     searchTimer: 0,
     noteTimer: 0,
     tick: 0,
@@ -70,6 +77,14 @@
 
   const h = NL.h;
 
+  const LEVELS = { standard: "Standard", private: "Private", fortress: "Fortress" };
+  // 423: the request needs the vault's unlock window, and this session has none open.
+  const isLocked = (err) => err instanceof NL.ApiError && err.status === 423;
+  // 422 on the level: a protected chat needs a vault to be sealed to, and there is none yet.
+  const needsVault = (err) => err instanceof NL.ApiError && err.status === 422 && err.data
+    && err.data.field === "security_level" && noVault();
+  const noVault = () => Boolean(NL.vault.status()) && !NL.vault.status().exists;
+
   // Offsets in the API are code points; textarea offsets are UTF-16 units.
   const codePoints = (text, utf16) => Array.from(text.slice(0, utf16)).length;
 
@@ -95,14 +110,22 @@
     const data = await api("GET", "/api/v1/chat/conversations" + (q ? `?search=${encodeURIComponent(q)}` : ""));
     const list = $("thread-list");
     list.replaceChildren();
+    state.listed = new Map(data.conversations.map((c) => [c.id, c]));
     for (const c of data.conversations) list.append(threadItem(c));
     if (!data.conversations.length) list.append(h("li", { class: "muted", text: q ? "No match." : "No conversations yet." }));
+    // A search while the vault is locked leaves protected chats out: said, never whether they matched.
+    if (data.search_locked && data.message) list.append(h("li", { class: "muted search-locked", text: data.message }));
   }
 
   function threadItem(c) {
-    const li = h("li", { "aria-current": state.conv && state.conv.id === c.id ? "true" : null, "data-id": c.id });
-    const open = h("button", { type: "button", class: "thread", title: c.title, onclick: () => openConversation(c.id) },
-      c.pinned ? h("span", { class: "pin-mark", "aria-label": "Pinned", text: "📌 " }) : null, c.title);
+    const li = h("li", { "aria-current": state.conv && state.conv.id === c.id ? "true" : null, "data-id": c.id,
+      "data-level": c.security_level || "standard", "data-locked": c.locked ? "true" : null });
+    const open = h("button", { type: "button", class: "thread", title: c.locked ? "Locked chat: unlock your vault to open it" : c.title,
+      onclick: () => openConversation(c.id) },
+      c.pinned ? h("span", { class: "pin-mark", "aria-label": "Pinned", text: "📌 " }) : null,
+      c.locked ? h("span", { class: "lock-mark icon icon-lock", role: "img", "aria-label": "Locked" })
+        : c.protected ? h("span", { class: "level-mark icon icon-shield", role: "img", "aria-label": LEVELS[c.security_level] }) : null,
+      c.title);
     const menu = h("details", { class: "thread-menu" },
       h("summary", { "aria-label": `Actions for ${c.title}`, text: "⋮" }),
       h("div", { class: "menu" },
@@ -116,7 +139,8 @@
   }
 
   function renameInline(li, c) {
-    const input = h("input", { value: c.title, "aria-label": "New title", maxlength: "200" });
+    // A locked chat's title is a placeholder: the new one is typed afresh (and sealed).
+    const input = h("input", { value: c.locked ? "" : c.title, "aria-label": "New title", maxlength: "200" });
     const done = async (save) => {
       if (save && input.value.trim() && input.value.trim() !== c.title) {
         await patchConversation(c.id, { title: input.value.trim() });
@@ -147,7 +171,11 @@
 
   async function patchConversation(id, body) {
     const conv = await api("PATCH", `/api/v1/chat/conversations/${id}`, body);
-    if (state.conv && state.conv.id === id) { state.conv = { ...state.conv, ...conv }; showHeader(); }
+    if (state.conv && state.conv.id === id) {
+      // Raised while the vault is locked: sealed at once, so it now reads as locked here too.
+      if (conv.locked && !state.conv.locked) showLocked(conv);
+      else { state.conv = { ...state.conv, ...conv }; showHeader(); }
+    }
     await loadConversations();
     return conv;
   }
@@ -156,6 +184,8 @@
     stopStream();
     state.conv = null;
     state.pendingControls = {};
+    state.pendingLevel = "standard";
+    $("locked-view").hidden = true;
     $("transcript").replaceChildren();
     forgetFileBlobs();
     $("empty-hint").hidden = false;
@@ -165,10 +195,22 @@
     $("message").focus();
   }
 
+  // Opens the conversation; a protected one while the vault is locked shows as locked and
+  // the unlock prompt opens (unlocking opens it then). False when it was not opened.
   async function openConversation(id) {
     stopStream();
-    const conv = await api("GET", `/api/v1/chat/conversations/${id}`);
+    let conv;
+    try {
+      conv = await api("GET", `/api/v1/chat/conversations/${id}`);
+    } catch (err) {
+      if (!isLocked(err)) throw err;
+      showLocked(state.listed.get(id) || { id, protected: true });
+      await loadConversations();
+      askUnlock("This chat is protected: unlock your vault to open it.");
+      return false;
+    }
     state.conv = conv;
+    $("locked-view").hidden = true;
     const list = $("transcript");
     list.replaceChildren();
     forgetFileBlobs();
@@ -180,13 +222,36 @@
     if (last && last.status === "running") startStream(last.id, last.last_seq, last.activity, true);
     else setRunning(false);
     scrollDown();
+    return true;
+  }
+
+  // The open conversation, sealed: its transcript goes, the locked view takes its place. The
+  // composer stays: sending into it asks to unlock, then sends.
+  function showLocked(conv) {
+    stopStream();
+    state.conv = { ...conv, locked: true, title: "Locked chat" };  // the API's placeholder
+    $("transcript").replaceChildren();
+    forgetFileBlobs();
+    $("empty-hint").hidden = true;
+    $("locked-view").hidden = false;
+    if (!$("settings").hidden) closeSettings();
+    setRunning(false);
+    showHeader();
   }
 
   function showHeader() {
     const c = state.conv;
     $("conv-title").textContent = c ? c.title : "New chat";
-    $("export-open").disabled = !c;
-    $("conv-usage").textContent = c ? `${c.usage.input_tokens} in · ${c.usage.output_tokens} out · ${money(c.cost_usd)}${c.unpriced_turns ? "+" : ""}` : "";
+    $("export-open").disabled = !c || Boolean(c.locked);
+    // A locked chat's settings cannot be shown (its instructions are sealed), so not changed here.
+    $("settings-open").disabled = Boolean(c && c.locked);
+    const level = c ? c.security_level || "standard" : state.pendingLevel;
+    const button = $("level-open");
+    button.dataset.level = level;
+    button.replaceChildren(level === "standard" ? "" : h("span", { class: "icon icon-shield", "aria-hidden": "true" }), LEVELS[level]);
+    button.setAttribute("aria-label", `Security level: ${LEVELS[level]}. Change it`);
+    button.disabled = Boolean(c && c.locked);
+    $("conv-usage").textContent = c && c.usage ? `${c.usage.input_tokens} in · ${c.usage.output_tokens} out · ${money(c.cost_usd)}${c.unpriced_turns ? "+" : ""}` : "";
   }
 
   // -- messages -------------------------------------------------------------------------------
@@ -202,6 +267,7 @@
       if (files.length) li.append(messageFiles(files));
       return li;
     }
+    if (state.warnings[m.id]) li.append(privacyCard(state.warnings[m.id]));
     if (m.thinking) li.append(thinkingBox(m.thinking));
     if (m.tool_calls && m.tool_calls.length) li.append(toolList(m.tool_calls));
     const bubble = h("div", { class: "bubble" });
@@ -241,6 +307,11 @@
         h("ul", {}, ...titles.map((x) => h("li", {}, link(x))))));
     }
     return box;
+  }
+
+  // The model is not private and the chat holds private content: said before the answer.
+  function privacyCard(text) {
+    return h("div", { class: "card confirm privacy-warning", role: "note" }, h("h3", { text: "Not a private model" }), h("p", { text }));
   }
 
   function thinkingBox(text) {
@@ -434,6 +505,7 @@
       li.append(more);
       startStream(messageId, view.last_seq);
     } catch (err) {
+      if (isLocked(err)) { askUnlock("This chat is protected: unlock your vault to decide.", () => confirm(messageId, decision, status)); return; }
       status.textContent = err.message;
     }
   }
@@ -676,11 +748,18 @@
       if (state.note && state.dirty && state.attach) await saveNote();
       const body = { message: text, note_context: noteContext() };
       if (state.conv) body.conversation_id = state.conv.id;
-      else if (Object.keys(state.pendingControls).length) body.controls = state.pendingControls;
+      else {
+        if (Object.keys(state.pendingControls).length) body.controls = state.pendingControls;
+        if (state.pendingLevel !== "standard") body.security_level = state.pendingLevel;
+      }
       const res = await postSend(body, files);
+      // Kept for the answer's drawing: a turn that settles before the page follows its
+      // events would not show it otherwise.
+      if (res.privacy_warning) state.warnings[res.message_id] = res.privacy_warning;
       $("message").value = "";
       if (files.length) clearFiles();
       state.pendingControls = {};
+      state.pendingLevel = "standard";
       if (!state.conv || state.conv.id !== res.conversation_id) {
         await openConversation(res.conversation_id);
       } else {
@@ -701,7 +780,11 @@
       scrollDown();
     } catch (err) {
       if (files.length) announce("");
-      showComposerError(err.message);  // the text and the chips stay for another try
+      // The text and the chips stay: unlocking (or setting up the vault) sends them.
+      const again = () => sendMessage(text, withFiles);
+      if (isLocked(err)) askUnlock("This chat is protected: unlock your vault to send your message.", again);
+      else if (needsVault(err)) askUnlock("A private or fortress chat is sealed to your vault: set it up to send.", again);
+      else showComposerError(err.message);
     } finally {
       state.sending = false;
     }
@@ -732,6 +815,7 @@
       .then((err) => {
         if (state.run !== run || abort.signal.aborted) return;
         if (err && err.status === 401) { stopStream(); return; }  // the sign-in form is showing
+        if (isLocked(err)) { lockedMeanwhile(); return; }
         // The stream ended before "done", or the connection dropped: pick up after the last event seen.
         setTimeout(() => resume(run), 400);
       });
@@ -751,6 +835,7 @@
       }
     } catch (err) {
       if (err.status === 401) { stopStream(); return; }
+      if (isLocked(err)) { lockedMeanwhile(); return; }
       announce(`Lost the connection: ${err.message}`);
       setTimeout(() => resume(run), 2000);
     }
@@ -784,9 +869,9 @@
     const { li, bubble } = liveBubble(run.id);
     if (kind === "privacy_warning") {
       // The model is not private and the chat holds private content: said before the answer.
+      state.warnings[run.id] = data.message;
       if (li.querySelector(".privacy-warning")) return;
-      li.querySelector(".who").after(h("div", { class: "card confirm privacy-warning", role: "note" },
-        h("h3", { text: "Not a private model" }), h("p", { text: data.message })));
+      li.querySelector(".who").after(privacyCard(data.message));
       announce(data.message);
       scrollDown();
     } else if (kind === "text" && bubble) {
@@ -854,6 +939,7 @@
         try { showNote(await api("GET", `/api/v1/notes/${state.note.id}`)); } catch { /* trashed: keep the text */ }
       }
     } catch (err) {
+      if (isLocked(err)) { lockedMeanwhile(); return; }
       announce(err.message);
     }
     const status = done ? done.status : "settled";
@@ -911,19 +997,20 @@
     return (c.attachment_mode ?? null) === null && v === "extract" ? {} : { attachment_mode: v };
   }
 
-  async function openSettings() {
+  // `focus`: "level" focuses the security level chosen; else the model picker takes it.
+  async function openSettings(focus) {
+    if (state.conv && state.conv.locked) return;
     const drawer = $("settings");
     if (!state.models) state.models = await api("GET", "/api/v1/chat/models");
     const c = state.conv ? state.conv.controls : { workspace_tools: true, workspace_writes: true, ...state.pendingControls };
-    const select = $("set-model");
-    select.replaceChildren(h("option", { value: "", text: `Default (${state.models.default_model || "none configured"})` }));
-    const ids = new Set();
-    for (const m of state.models.models) {
-      ids.add(m.id);
-      select.append(h("option", { value: m.id, text: m.id + (m.private ? " (private)" : ""), "data-private": String(Boolean(m.private)) }));
-    }
-    if (c.model && !ids.has(c.model)) select.append(h("option", { value: c.model, text: c.model }));
-    select.value = c.model || "";
+    const level = state.conv ? state.conv.security_level || "standard" : state.pendingLevel;
+    for (const r of levelRadios()) r.checked = r.value === level;
+    const fortressWhy = privateModels().length ? "" : "no private model is configured (a server of your own, or one marked private = true)";
+    const fortress = document.querySelector('input[name="set-level"][value="fortress"]');
+    fortress.disabled = Boolean(fortressWhy) && level !== "fortress";
+    fortress.title = fortressWhy;
+    state.drawerModel = c.model || "";
+    fillModels(level, state.drawerModel);
     $("set-temperature").value = c.temperature ?? "";
     $("set-top-p").value = c.top_p ?? "";
     $("set-max-tokens").value = c.max_tokens ?? "";
@@ -938,10 +1025,73 @@
     $("set-web-note").textContent = webWhy ? `(${webWhy})` : "";
     $("set-attachment-mode").value = c.attachment_mode || "extract";
     showModelReads();
+    showLevelNote();
     $("settings-error").hidden = true;
     drawer.hidden = false;
     $("settings-open").setAttribute("aria-expanded", "true");
-    select.focus();
+    $("level-open").setAttribute("aria-expanded", "true");
+    (focus === "level" ? document.querySelector('input[name="set-level"]:checked') : $("set-model")).focus();
+  }
+
+  const levelRadios = () => document.querySelectorAll('input[name="set-level"]');
+  const chosenLevel = () => document.querySelector('input[name="set-level"]:checked')?.value || "standard";
+  const modelEntry = (id) => ((state.models && state.models.models) || []).find((m) => m.id === id);
+  const NO_MODEL = "-";  // the fortress picker's "choose a private model", until one is chosen
+  const privateModels = () => ((state.models && state.models.models) || []).filter((m) => m.private);
+
+  // Whether the model chosen in the drawer ("" = the default) is private.
+  function choiceIsPrivate(id) {
+    const entry = modelEntry(id || (state.models && state.models.default_model));
+    return Boolean(entry && entry.private);
+  }
+
+  // The model picker for `level`: a fortress chat is offered private models only, and when
+  // the chosen one is not private the picker asks for one instead of keeping it.
+  function fillModels(level, chosen) {
+    const select = $("set-model");
+    const fortress = level === "fortress";
+    const ask = fortress && !choiceIsPrivate(chosen);
+    const def = state.models.default_model;
+    select.replaceChildren();
+    if (ask) select.append(h("option", { value: NO_MODEL, disabled: true, text: "Choose a private model" }));
+    if (!fortress || choiceIsPrivate("")) select.append(h("option", { value: "", text: `Default (${def || "none configured"})` }));
+    const ids = new Set();
+    for (const m of state.models.models) {
+      if (fortress && !m.private) continue;
+      ids.add(m.id);
+      select.append(h("option", { value: m.id, text: m.id + (m.private ? " (private)" : ""), "data-private": String(Boolean(m.private)) }));
+    }
+    if (chosen && !ids.has(chosen) && !fortress) select.append(h("option", { value: chosen, text: chosen }));
+    select.value = ask ? NO_MODEL : chosen;
+    select.setAttribute("aria-invalid", String(ask));
+  }
+
+  // What the level chosen in the drawer means for this chat, said before it is saved.
+  function showLevelNote() {
+    const level = chosenLevel();
+    const current = state.conv ? state.conv.security_level || "standard" : state.pendingLevel;
+    const v = NL.vault.status();
+    const model = $("set-model").value || (state.models && state.models.default_model) || "the default model";
+    const note = $("set-level-note");
+    let text = "";
+    let warn = false;
+    if (level !== "standard" && v && !v.exists) {
+      text = "You have no vault yet: saving asks you to set up its passphrase first.";
+    } else if (level === "fortress" && !choiceIsPrivate($("set-model").value)) {
+      text = "A fortress chat runs on private models only: choose one under Model.";
+      warn = true;
+    } else if (level === "private" && !choiceIsPrivate($("set-model").value)) {
+      text = `${model} is not a private model: what it reads of this chat goes to its provider (it stays sealed here). `
+        + "Pick a private model, or make the chat fortress.";
+      warn = true;
+    } else if (level === "standard" && current !== "standard" && state.conv) {
+      text = "Lowering to standard opens what is sealed and stores it as it is" + (v && !v.unlocked ? ": it asks to unlock your vault." : ".");
+    } else if (level === "fortress") {
+      text = "Only private models are offered.";
+    }
+    note.textContent = text;
+    note.hidden = !text;
+    note.classList.toggle("privacy-warning", warn);
   }
 
   // What the model chosen in the drawer reads of an attached file, from its declared
@@ -959,11 +1109,29 @@
   function closeSettings() {
     $("settings").hidden = true;
     $("settings-open").setAttribute("aria-expanded", "false");
+    $("level-open").setAttribute("aria-expanded", "false");
     $("settings-open").focus();
   }
 
+  function settingsError(text, focus) {
+    const box = $("settings-error");
+    box.textContent = text;
+    box.hidden = false;
+    if (focus) focus.focus();
+  }
+
   async function saveSettings(e) {
-    e.preventDefault();
+    if (e) e.preventDefault();
+    const level = chosenLevel();
+    const current = state.conv ? state.conv.security_level || "standard" : state.pendingLevel;
+    if (level === "fortress" && !choiceIsPrivate($("set-model").value)) {
+      settingsError("A fortress chat runs on private models only: choose a private model under Model, then save.", $("set-model"));
+      return;
+    }
+    if (level !== "standard" && level !== current && noVault()) {
+      askUnlock(`A ${LEVELS[level].toLowerCase()} chat is sealed to your vault: set it up, then the settings are saved.`, saveSettings);
+      return;
+    }
     const num = (id) => ($(id).value === "" ? null : Number($(id).value));
     const controls = {
       model: $("set-model").value || null,
@@ -978,13 +1146,22 @@
       ...attachmentModeChoice(),
     };
     try {
-      if (state.conv) await patchConversation(state.conv.id, { controls });
-      else state.pendingControls = controls;
-      closeSettings();
+      if (state.conv) {
+        const body = { controls };
+        if (level !== current) body.security_level = level;  // with the model: fortress takes both at once
+        await patchConversation(state.conv.id, body);
+      } else {
+        state.pendingControls = controls;
+        state.pendingLevel = level;
+        showHeader();
+      }
+      if (!$("settings").hidden) closeSettings();
     } catch (err) {
-      const box = $("settings-error");
-      box.textContent = err.message;
-      box.hidden = false;
+      if (isLocked(err)) { askUnlock("Lowering the level opens what is sealed: unlock your vault to do it.", saveSettings); return; }
+      if (needsVault(err)) { askUnlock("A protected chat is sealed to your vault: set it up, then the settings are saved.", saveSettings); return; }
+      // 422 naming the model (not private, for a fortress chat), 409 (a turn is running): said here.
+      const field = err.data && err.data.field;
+      settingsError(err.message, field === "model" ? $("set-model") : null);
     }
   }
 
@@ -993,10 +1170,16 @@
   }
 
   async function openExport() {
-    if (!state.conv) return;
+    if (!state.conv || state.conv.locked) return;
     const dialog = $("export-dialog");
     if (!dialog.open) dialog.showModal();
-    await loadExport();
+    try {
+      await loadExport();
+    } catch (err) {
+      if (!isLocked(err)) throw err;
+      dialog.close();
+      askUnlock("This chat is protected: unlock your vault to export it.", openExport);
+    }
   }
 
   async function loadExport() {
@@ -1025,6 +1208,36 @@
       document.execCommand("copy");
     }
     $("export-status").textContent = "Copied.";
+  }
+
+  // -- the vault (vault.js) ---------------------------------------------------------------
+
+  const askUnlock = (reason, then) => NL.vault.ask(reason, then);
+
+  // Unlocked (or set up): the chat shown as locked opens; `then` of askUnlock runs after.
+  async function vaultOpened() {
+    const v = NL.vault.status();
+    announce(v && v.expires_time ? `Vault unlocked until ${NL.vault.clock(v.expires_time)}.` : "Vault unlocked.");
+    if (state.conv && state.conv.locked) {
+      if (await openConversation(state.conv.id)) $("message").focus();  // to go on with it
+    } else {
+      await loadConversations();
+    }
+  }
+
+  async function vaultLocked() {
+    if (state.conv && state.conv.protected) showLocked(state.conv);
+    await loadConversations();
+    announce("Vault locked: protected chats stay sealed until you unlock it.");
+  }
+
+  // A request of the open chat met a closed window (it expired, or another tab locked it).
+  function lockedMeanwhile() {
+    if (state.conv) showLocked(state.conv);
+    setRunning(false);
+    NL.vault.load();
+    loadConversations();
+    announce("Your vault is locked: unlock it to go on with this chat.");
   }
 
   // -- the notes pane -----------------------------------------------------------------------
@@ -1165,9 +1378,21 @@
       state.searchTimer = setTimeout(loadConversations, 250);
     });
     $("settings-open").addEventListener("click", () => ($("settings").hidden ? openSettings() : closeSettings()));
+    $("level-open").addEventListener("click", () => openSettings("level"));
     $("settings-close").addEventListener("click", closeSettings);
     $("settings-form").addEventListener("submit", saveSettings);
-    $("set-model").addEventListener("change", showModelReads);
+    $("set-model").addEventListener("change", () => {
+      state.drawerModel = $("set-model").value;
+      showModelReads();
+      showLevelNote();
+      $("set-model").setAttribute("aria-invalid", String(chosenLevel() === "fortress" && !choiceIsPrivate($("set-model").value)));
+    });
+    for (const r of levelRadios()) {
+      r.addEventListener("change", () => { fillModels(chosenLevel(), state.drawerModel); showModelReads(); showLevelNote(); });
+    }
+    $("locked-unlock").addEventListener("click", () => askUnlock("This chat is protected: unlock your vault to open it."));
+    NL.vault.on("opened", vaultOpened);
+    NL.vault.on("locked", vaultLocked);
     $("settings").addEventListener("keydown", (e) => { if (e.key === "Escape") closeSettings(); });
     $("export-open").addEventListener("click", openExport);
     for (const r of document.querySelectorAll('input[name="export-format"]')) r.addEventListener("change", loadExport);
@@ -1202,7 +1427,7 @@
   NL.start(async () => {
     wire();
     setRunning(false);
-    await Promise.all([loadConversations(), loadNotes()]);
+    await Promise.all([NL.vault.init(), loadConversations(), loadNotes()]);
     const params = new URLSearchParams(location.search);
     if (params.get("c")) await openConversation(params.get("c"));
     if (params.get("note")) await openNote(params.get("note"));
