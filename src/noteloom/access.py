@@ -21,6 +21,8 @@ from noteloom.people import ShareAccess, chain_access, sees_everything
 from noteloom.tools import NotebookScope
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
     from noteloom.accounts import User
     from noteloom.workspace import Notebook, Workspace
 
@@ -70,6 +72,16 @@ def access_scope(workspace: Workspace, user: User | None) -> AccessScope | None:
         return None
     assert user is not None
     return AccessScope(workspace, user.id)
+
+
+def sees_notebook(workspace: Workspace, user: User | None, notebook_id: str, *,
+                  conn: Connection | None = None) -> bool:
+    """Whether ``user`` may see ``notebook_id`` by their own access (the workspace's tool scope
+    aside): what a note open beside their chat must pass before its text reaches a prompt."""
+    scope = access_scope(workspace, user)
+    if scope is None:
+        return True
+    return scope.allows_chain(workspace.notebook_path(notebook_id, conn=conn))
 
 
 def _chains(notebooks: list[Notebook]) -> list[tuple[Notebook, list[Notebook]]]:

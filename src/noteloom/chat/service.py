@@ -21,6 +21,7 @@ import anyio
 from anyio import to_thread
 
 from noteloom import db
+from noteloom.access import sees_notebook
 from noteloom.attachments import Mode
 from noteloom.chat.attachments import (
     DEFAULT_MODE,
@@ -390,7 +391,7 @@ class ChatService:
 
         def store(blob_keys: list[str]) -> tuple[Conversation, ChatMessage, ChatMessage, bool]:
             with self.host.workspace.write() as c:
-                context = self._note_context(note_id, selection, c)
+                context = self._note_context(user, note_id, selection, c)
                 created = conversation_id is None
                 if conversation_id is None:
                     title = title_from(text) if text.strip() else title_from(files[0].name)
@@ -483,13 +484,16 @@ class ChatService:
         except ConfigError:
             return None
 
-    def _note_context(self, note_id: str | None, selection: tuple[int, int] | None, c: Any) -> NoteContext | None:
+    def _note_context(self, user: User, note_id: str | None, selection: tuple[int, int] | None,
+                      c: Any) -> NoteContext | None:
         if note_id is None:
             if selection is not None:
                 raise InvalidInput("note_context.selection needs note_context.note_id", field="note_context.selection")
             return None
         try:
             note: Note = self.host.workspace.get_note(note_id, conn=c)
+            if not sees_notebook(self.host.workspace, user, note.notebook_id, conn=c):
+                raise NotFound(note_id)  # someone else's note reads exactly like a missing one
         except NotFound:
             raise InvalidInput(f"note_context.note_id: note {note_id!r} does not exist or is in the trash",
                                field="note_context.note_id") from None

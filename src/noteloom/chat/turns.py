@@ -37,6 +37,7 @@ from anyio import to_thread
 from sqlalchemy.engine import Connection
 
 from noteloom import db
+from noteloom.access import sees_notebook
 from noteloom.agent import (
     ActivityEvent,
     CancelToken,
@@ -453,9 +454,12 @@ class TurnRunner:
             if ctx is not None:
                 try:
                     note = ws.get_note(ctx.note_id, conn=c)
+                    # Shared with them when they sent it, maybe not now: the person's access decides.
+                    if not sees_notebook(ws, user, note.notebook_id, conn=c):
+                        raise NotFound(ctx.note_id)
                     focused = FocusedNote(note.id, note.title, note.body, ctx.selection, bool(note.source_url))
                 except NotFound:
-                    focused = None  # closed or deleted meanwhile: no session tools
+                    focused = None  # closed, deleted or unshared meanwhile: no session tools
             runtime = ws.settings_with_prefix("tool.", conn=c)
             cap = cap_of(ws.settings_with_prefix("limits.", "workspace.", conn=c))
             global_voice = ws.get_setting(SYSTEM_PROMPT_KEY, conn=c)
