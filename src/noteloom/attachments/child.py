@@ -74,7 +74,7 @@ def pdf_text(data: bytes, text_chars: int) -> str:
 def html_text(html: str) -> str:
     """The visible text of an HTML document (or fragment), a block element a paragraph: no
     script, style or other hidden element (html-text's cleaner)."""
-    import html_text as visible  # type: ignore[import-untyped]
+    import html_text as visible
 
     tree = visible.parse_html(html)
     body = tree.find(".//body")  # the head's title is no visible text
