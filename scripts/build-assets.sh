@@ -7,6 +7,7 @@
 # CDN; run this again only to change a version or an entry point.
 #
 #   ASSETS_NO_INSTALL=1 bash scripts/build-assets.sh   # rebuild from the installed node_modules
+#   bash scripts/build-assets.sh editor markdown        # only those bundles, from node_modules
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 assets="$root/assets"
@@ -14,6 +15,20 @@ vendor="$root/src/noteloom/web/static/vendor"
 testvendor="$root/tests/browser/vendor"
 
 cd "$assets"
+
+bundle() {  # bundle NAME: assets/src/NAME.js -> vendor/NAME/NAME.js
+    local name="$1"
+    rm -rf "${vendor:?}/$name"
+    mkdir -p "$vendor/$name"
+    node_modules/.bin/esbuild "src/$name.js" --bundle --minify --format=iife --target=es2020 \
+        --legal-comments=eof --log-level=warning --outfile="$vendor/$name/$name.js"
+}
+
+if [[ $# -gt 0 ]]; then
+    for name in "$@"; do bundle "$name"; done
+    exit 0
+fi
+
 if [[ "${ASSETS_NO_INSTALL:-}" != "1" ]]; then
     # ci installs exactly what the lock file says and fails if package.json disagrees with it;
     # --ignore-scripts: no package gets to run code on this machine at install time.
@@ -46,11 +61,7 @@ copy highlight.js highlight styles/github.min.css styles/github-dark.min.css LIC
 # that sets a global (see the entry's header), minified, with the licences of what it holds.
 shopt -s nullglob
 for entry in src/*.js; do
-    name="$(basename "$entry" .js)"
-    rm -rf "${vendor:?}/$name"
-    mkdir -p "$vendor/$name"
-    node_modules/.bin/esbuild "$entry" --bundle --minify --format=iife --target=es2020 \
-        --legal-comments=eof --log-level=warning --outfile="$vendor/$name/$name.js"
+    bundle "$(basename "$entry" .js)"
 done
 
 # The accessibility checker is for the browser tests only; it is not shipped in the package.
