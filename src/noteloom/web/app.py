@@ -19,6 +19,7 @@ from noteloom.config import Settings
 from noteloom.postings import serving
 from noteloom.web import pages
 from noteloom.web.auth import TokenAuth
+from noteloom.web.error_pages import ErrorPages
 from noteloom.web.headers import SecurityHeaders
 from noteloom.web.limits import BodyLimit
 
@@ -73,7 +74,8 @@ def create_web_app(
     api.state.auth = guard  # sign-out tells it to forget the session at once
     # Routes that take files allow larger multipart bodies (they said so when installed).
     uploads = getattr(api.state, "upload_limits", None)
-    return SecurityHeaders(BodyLimit(guard, app.settings.limits.max_body_bytes, uploads))
+    # A browser's navigation that ends in an error gets a page (error_pages.py); clients keep the JSON.
+    return SecurityHeaders(ErrorPages(BodyLimit(guard, app.settings.limits.max_body_bytes, uploads), lambda: api.router.routes))
 
 
 #: Modules of later layers that add routes (MCP, the chat API …); each has ``install(api, app)``.
