@@ -86,6 +86,7 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.recipes_api",
     "noteloom.web.notes_api",
     "noteloom.web.pages_api",
+    "noteloom.web.browse_api",
     "noteloom.web.sessions",
     "noteloom.web.people_api",
     "noteloom.web.vault_api",

@@ -64,13 +64,14 @@ SESSION_HEADER = "x-noteloom-session"
 #: file, the health check) or checks a credential of its own (sign-in takes the token in
 #: its JSON body). Anything not listed here needs a credential, so a new route is private
 #: until someone decides otherwise.
-PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/recipes", "/memory", "/api/docs", "/api/v1/auth/sign-in"})
-# The shells of a note, a notebook, a recipe and a recipe's run: exactly an id, so no other route
-# under them slips in.
+PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/recipes", "/memory", "/search", "/api/docs",
+                          "/api/v1/auth/sign-in"})
+# The shells of a note, a notebook, a recipe and a recipe's run (and /runs/ID, which redirects
+# there): exactly an id, so no other route under them slips in.
 # A plugin's static files (web/plugin_routes.py answers that prefix for every plugin with
 # routes, before the plugin's own routes can).
 _PUBLIC_PATTERN = re.compile(
-    r"^/static/.+$|^/(?:notes|notebooks|recipes|recipes/runs)/[0-9a-f]{32}$|^/plugins/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/static/.+$"
+    r"^/static/.+$|^/(?:notes|notebooks|recipes|recipes/runs|runs)/[0-9a-f]{32}$|^/plugins/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/static/.+$"
 )
 #: How long a credential found valid is trusted without asking the database again, where the
 #: database cannot say cheaply whether anything changed (PostgreSQL). Checking costs a query
@@ -90,7 +91,7 @@ MCP_PATH = "/mcp"
 ALWAYS_ALLOWED = frozenset({"/api/v1/auth/sign-out"})
 READ_METHODS = frozenset({"GET", "HEAD"})
 #: Routes that are POSTed but only read (rendering a preview changes nothing).
-READ_POSTS = frozenset({"/api/v1/notes/preview"})
+READ_POSTS = frozenset({"/api/v1/notes/preview", "/api/v1/links/resolve"})
 
 
 _ID = r"[0-9a-f]{32}"
@@ -98,6 +99,7 @@ _ID = r"[0-9a-f]{32}"
 #: holds nothing of any notebook). A route not listed is refused to it (fail closed).
 NOTEBOOK_ROUTES = re.compile(
     rf"^/api/v1/(?:notes|notes/preview|notes/{_ID}|notes/{_ID}/rendered|notes/{_ID}/revisions"
+    rf"|notes/{_ID}/backlinks|notes/{_ID}/tasks|links/resolve"
     rf"|notes/{_ID}/revisions/{_ID}/restore|notebooks|index/status|tools/[^/]+/policy|memory(?:/[^/]+)?"
     rf"|me|openapi\.json)$|^/attachments/[^/]+$"
 )
