@@ -1,0 +1,277 @@
+// NoteloomRender: Markdown in the page, as the server renders it (web/render.py), made live.
+//
+//   NoteloomRender.render(markdown) -> string
+//       Sanitised HTML, the server's output without a resolver: :/ID and [[Title]] links
+//       pending (data-joplin-id / data-wikilink, no href), math as source, code unhighlighted.
+//   NoteloomRender.renderInto(el, markdown, {noteId, updatedTime, onToggleTask, onNoteChanged,
+//                                            onError}) -> Promise<void>
+//       Renders into `el`, highlights code, renders math with KaTeX (loaded on first use),
+//       resolves links as the signed-in person (POST /api/v1/links/resolve) and makes task
+//       checkboxes clickable: with `noteId` a click saves the toggle (POST
+//       /api/v1/notes/{noteId}/tasks, 409 if the note changed since `updatedTime`) and calls
+//       onNoteChanged(note); without it, onToggleTask(line, done) (line: 0-based in the body).
+//       Without either, checkboxes stay disabled.
+//   NoteloomRender.renderStreaming(el, markdownSoFar) -> Promise<void>
+//       For text still growing (a chat reply): at most one render per animation frame (the
+//       latest text wins), sanitised every time; top-level blocks whose HTML did not change
+//       are kept as they are (with their highlighting and math), only changed ones replaced.
+//       Call renderInto with the final text when it ends (that also resolves links).
+//   NoteloomRender.ready -> Promise: the Markdown bundle and stylesheets are loaded.
+//
+// Needs /static/vendor/markdown/markdown.js (NoteloomMarkdown; loaded here when the page has
+// not) and uses session.js's NL (the session header, attachments as blob: URLs) when present.
+// Stylesheets (render.css, highlight.js themes for light and dark) are added on first use.
+"use strict";
+
+(() => {
+  const BUNDLE = "/static/vendor/markdown/markdown.js";
+  const KATEX_JS = "/static/vendor/katex/katex.min.js";
+  const KATEX_CSS = "/static/vendor/katex/katex.min.css";
+  const HLJS_LIGHT = "/static/vendor/highlight/github.min.css";
+  const HLJS_DARK = "/static/vendor/highlight/github-dark.min.css";
+  const SESSION_HEADER = "X-Noteloom-Session";
+
+  function addScript(src) {
+    const found = document.querySelector(`script[src="${src}"]`);
+    if (found && found.dataset.loaded) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const s = found || document.createElement("script");
+      s.addEventListener("load", () => { s.dataset.loaded = "1"; resolve(); });
+      s.addEventListener("error", () => reject(new Error(`could not load ${src}`)));
+      if (!found) { s.src = src; document.head.append(s); }
+    });
+  }
+
+  function addStyle(href, id) {
+    let link = document.querySelector(`link[href="${href}"]`);
+    if (!link) {
+      link = document.createElement("link");
+      link.rel = "stylesheet";
+      link.href = href;
+      if (id) link.id = id;
+      document.head.append(link);
+    }
+    return link;
+  }
+
+  // The highlight.js theme follows the app's theme: html[data-theme] when set, else the OS.
+  const darkQuery = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  function isDark() {
+    const set = document.documentElement.dataset.theme;
+    return set ? set === "dark" : Boolean(darkQuery && darkQuery.matches);
+  }
+  let themes = null;
+  function syncTheme() {
+    if (!themes) return;
+    const dark = isDark();
+    themes.light.disabled = dark;
+    themes.dark.disabled = !dark;
+  }
+  function addStyles() {
+    if (themes) return;
+    addStyle("/static/render.css");
+    themes = { light: addStyle(HLJS_LIGHT, "nl-hljs-light"), dark: addStyle(HLJS_DARK, "nl-hljs-dark") };
+    syncTheme();
+    if (darkQuery && darkQuery.addEventListener) darkQuery.addEventListener("change", syncTheme);
+    new MutationObserver(syncTheme).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+  }
+
+  const ready = (window.NoteloomMarkdown ? Promise.resolve() : addScript(BUNDLE)).then(() => {
+    if (document.readyState === "loading") {
+      return new Promise((resolve) => document.addEventListener("DOMContentLoaded", () => { addStyles(); resolve(); }));
+    }
+    addStyles();
+    return undefined;
+  });
+
+  let katexLoading = null;
+  function loadKatex() {
+    if (window.katex) return Promise.resolve(window.katex);
+    if (!katexLoading) {
+      addStyle(KATEX_CSS);
+      katexLoading = addScript(KATEX_JS).then(() => window.katex);
+    }
+    return katexLoading;
+  }
+
+  async function api(method, path, body) {
+    if (window.NL && window.NL.api) return window.NL.api(method, path, body);
+    const headers = { "Content-Type": "application/json" };
+    const session = sessionStorage.getItem("noteloom.session");
+    if (session) headers[SESSION_HEADER] = session;
+    const res = await fetch(path, { method, headers, body: JSON.stringify(body), credentials: "omit" });
+    const data = await res.json().catch(() => ({}));
+    if (!res.ok) {
+      const err = new Error(data.message || `${res.status} ${res.statusText}`);
+      err.status = res.status;
+      err.data = data;
+      throw err;
+    }
+    return data;
+  }
+
+  function render(markdown) {
+    if (!window.NoteloomMarkdown) throw new Error("NoteloomRender.render: the Markdown bundle is not loaded yet (await NoteloomRender.ready)");
+    return window.NoteloomMarkdown.render(markdown);
+  }
+
+  // Sanitised HTML into `el` (images of attachments fetched with the session: NL.setHtml).
+  function setHtml(el, html) {
+    if (window.NL && window.NL.setHtml) { window.NL.setHtml(el, html); return; }
+    el.innerHTML = html;
+  }
+
+  // Attachments need the session header, which <img src> cannot send (NL.attachmentUrl).
+  function attachImages(root) {
+    if (!window.NL || !window.NL.attachmentUrl) return;
+    for (const img of root.querySelectorAll("img[src^='/attachments/']")) {
+      const id = img.getAttribute("src").slice("/attachments/".length);
+      img.removeAttribute("src");
+      window.NL.attachmentUrl(id).then((url) => { img.src = url; }, () => { img.alt = `${img.alt || "image"} (unavailable)`; });
+    }
+  }
+
+  async function renderMath(root) {
+    const nodes = root.querySelectorAll(".math-inline:not([data-rendered]), .math-display:not([data-rendered])");
+    if (!nodes.length) return;
+    let katex;
+    try { katex = await loadKatex(); } catch { return; }  // the source stays readable
+    for (const node of nodes) {
+      const tex = node.textContent;
+      node.dataset.rendered = "1";
+      node.dataset.tex = tex;
+      try {
+        katex.render(tex, node, { displayMode: node.classList.contains("math-display"), throwOnError: false });
+      } catch {
+        node.textContent = tex;
+      }
+    }
+  }
+
+  function unresolve(node) {
+    node.classList.add("link-unresolved");
+    node.removeAttribute("href");
+    if (node.tagName === "IMG") node.removeAttribute("src");
+    node.title = node.title || "No note you can open is linked here";
+  }
+
+  async function resolveLinks(root) {
+    const byId = [...root.querySelectorAll("[data-joplin-id]")];
+    const byTitle = [...root.querySelectorAll("a[data-wikilink]")];
+    if (!byId.length && !byTitle.length) return;
+    const ids = [...new Set(byId.map((n) => n.dataset.joplinId))];
+    const titles = [...new Set(byTitle.map((n) => n.dataset.wikilink))];
+    let found;
+    try {
+      found = await api("POST", "/api/v1/links/resolve", { ids, titles });
+    } catch {
+      return;  // left pending (not followed anywhere) rather than wrongly unresolved
+    }
+    const notes = new Set(found.notes);
+    const files = new Set(found.attachments);
+    for (const node of byId) {
+      const id = node.dataset.joplinId;
+      if (node.tagName === "IMG") {
+        if (!files.has(id)) unresolve(node);
+      } else if (notes.has(id)) {
+        node.setAttribute("href", `/notes/${id}`);
+      } else if (files.has(id)) {
+        node.setAttribute("href", `/attachments/${id}`);
+        node.dataset.attachment = id;
+      } else {
+        unresolve(node);
+      }
+    }
+    for (const node of byTitle) {
+      const id = found.titles[node.dataset.wikilink];
+      if (id) node.setAttribute("href", `/notes/${id}`);
+      else unresolve(node);
+    }
+  }
+
+  function wireTasks(el, opts) {
+    const clickable = Boolean(opts.noteId || opts.onToggleTask);
+    const state = { updatedTime: opts.updatedTime };
+    for (const box of el.querySelectorAll("li.task-list-item[data-line] > input.task-list-item-checkbox")) {
+      if (!clickable) continue;
+      box.disabled = false;
+      const item = box.closest("li");
+      box.setAttribute("aria-label", `Done: ${item.textContent.trim().slice(0, 80)}`);
+      box.addEventListener("change", async () => {
+        const line = Number(item.dataset.line);
+        const done = box.checked;
+        if (!opts.noteId) { opts.onToggleTask(line, done); return; }
+        box.disabled = true;
+        try {
+          const body = { line, done };
+          if (state.updatedTime !== undefined && state.updatedTime !== null) body.base_updated_time = state.updatedTime;
+          const note = await api("POST", `/api/v1/notes/${opts.noteId}/tasks`, body);
+          state.updatedTime = note.updated_time;
+          if (opts.onNoteChanged) opts.onNoteChanged(note);
+        } catch (err) {
+          box.checked = !done;
+          if (opts.onError) opts.onError(err);
+        } finally {
+          box.disabled = false;
+        }
+      });
+    }
+  }
+
+  async function renderInto(el, markdown, opts = {}) {
+    await ready;
+    const pending = el.__nlStream;
+    if (pending) pending.text = null;  // a streaming frame still queued must not overwrite this
+    el.__nlStream = null;
+    el.classList.add("nl-render");
+    setHtml(el, render(markdown));
+    window.NoteloomMarkdown.highlight(el);
+    wireTasks(el, opts);
+    await Promise.all([renderMath(el), resolveLinks(el)]);
+  }
+
+  // Streaming: the latest text per element, rendered once per frame.
+  function renderStreaming(el, markdownSoFar) {
+    let stream = el.__nlStream;
+    if (!stream) {
+      stream = { text: null, frame: null, waiting: [] };
+      el.__nlStream = stream;
+      el.classList.add("nl-render");
+    }
+    stream.text = String(markdownSoFar ?? "");
+    return new Promise((resolve) => {
+      stream.waiting.push(resolve);
+      if (stream.frame !== null) return;
+      stream.frame = requestAnimationFrame(() => {
+        stream.frame = null;
+        const waiting = stream.waiting.splice(0);
+        if (stream.text !== null && window.NoteloomMarkdown) patch(el, render(stream.text));
+        else if (stream.text !== null) ready.then(() => renderStreaming(el, stream.text));
+        for (const done of waiting) done();
+      });
+    });
+  }
+
+  // Replace only the top-level blocks whose sanitised HTML changed.
+  const sourceOf = new WeakMap();
+  function patch(el, html) {
+    const tpl = document.createElement("template");
+    tpl.innerHTML = html;
+    const next = [...tpl.content.childNodes];
+    const prev = [...el.childNodes];
+    let same = 0;
+    while (same < next.length && same < prev.length && prev[same].nodeType === 1 && next[same].nodeType === 1
+           && sourceOf.get(prev[same]) === next[same].outerHTML) same++;
+    for (const old of prev.slice(same)) old.remove();
+    const added = next.slice(same);
+    for (const node of added) if (node.nodeType === 1) sourceOf.set(node, node.outerHTML);
+    const box = document.createElement("template");
+    box.content.append(...added);
+    window.NoteloomMarkdown.highlight(box.content);
+    attachImages(box.content);
+    el.append(box.content);
+    renderMath(el);
+  }
+
+  window.NoteloomRender = { render, renderInto, renderStreaming, ready };
+})();
