@@ -10,7 +10,7 @@ unclosed fence and unsafe HTML) that stays well-formed and sanitised at every st
 
 The page is a blank document served at this origin under the app's own Content-Security-
 Policy (so the scripts run as they would in the app), with the real ``/static`` files; it
-does not depend on whichever shell the app has today.
+does not depend on whichever shell the app has today. Chromium is conftest's ``browser``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
-from conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from page_support import Live, served
 from playwright.sync_api import expect
 
@@ -35,6 +34,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 FIXTURES = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "render").glob("*.md"))
 BLANK = "/__render_probe"
+ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
 
 # The same walk for both outputs: [tag, {attr: value}, children] or text.
 NORMALISE = """
@@ -86,21 +86,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         app.close()
     with served(home) as url:
         yield Live(url, token, home, notes)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"Chromium is not installed at {CHROMIUM}; `make test` installs it (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    expect.set_options(timeout=30_000)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _open(browser: Any, live: Live, request: pytest.FixtureRequest, viewport: dict[str, int]) -> Iterator[Any]:
