@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import ARTIFACTS
 from page_support import Live
 from playwright.sync_api import expect
 from theme_support import contrast, themed_home
+
+from conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
