@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ARTIFACTS
 from page_support import Live, served
 from playwright.sync_api import expect
 
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
 
+ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
 DESK = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 T0 = 1_750_000_000_000
