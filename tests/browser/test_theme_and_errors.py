@@ -12,6 +12,7 @@ origin blocked.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -272,3 +273,22 @@ def test_the_api_docs_render_with_every_other_origin_blocked(open_page: Any, liv
     expect(page.locator('.opblock-summary-path[data-path="/api/v1/notes"]').first).to_be_visible()
     assert page.locator(".opblock").count() > 20
     assert not blocked, blocked
+
+
+def test_a_runs_status_is_announced_politely_once_per_change(open_page: Any, live: Live) -> None:
+    page = open_page()
+    page.goto(live.page_url(f"/recipes/{live.notes['recipe']}"))
+    line = page.locator("#status-line")
+    expect(line).to_have_attribute("role", "status")
+    expect(line).to_have_attribute("aria-live", "polite")
+    page.evaluate("""() => {
+      window.said = [];
+      const line = document.getElementById("status-line");
+      new MutationObserver(() => window.said.push(line.textContent)).observe(line, { childList: true, characterData: true, subtree: true });
+    }""")
+    page.click("#recipe-run")
+    expect(page.locator("#run-status")).to_have_attribute("data-status", "succeeded")
+    expect(line).to_have_text("Run succeeded.")
+    said = page.evaluate("window.said")
+    assert said[0] == "Run started." and said[-1] == "Run succeeded.", said
+    assert all(a != b for a, b in pairwise(said)) and len(said) <= 4, said

@@ -156,6 +156,7 @@
     try {
       const run = await api("POST", `${BASE}/${id}/runs`);
       say(run.status === "skipped_overlap" ? "The recipe is running already: this run was skipped." : "Run started.");
+      state.runSaid = `${run.run_id}:${run.status}`;
       loadList().catch(showError);
       go(`/recipes/runs/${run.run_id}`);
     } catch (err) { showError(err); }
@@ -307,6 +308,12 @@
       if (!first) loadList().catch(() => {});
       refreshCount();  // a run that parks, fails or ends may have notified
     }
+    // The status line says when the run's status changes (polling redraws the run, not the line).
+    const said = `${runId}:${run.status}`;
+    if (state.runSaid && state.runSaid.startsWith(`${runId}:`) && state.runSaid !== said) {
+      say(`Run ${(run.status || "").replace(/_/g, " ")}.`);
+    }
+    state.runSaid = said;
     if (LIVE.has(run.status)) {
       // Waiting for approval changes only when someone decides: look less often.
       state.runTimer = setTimeout(() => refreshRun(runId).catch(showError), run.status === "awaiting_approval" ? 3000 : 700);
