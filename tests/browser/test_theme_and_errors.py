@@ -257,7 +257,9 @@ def test_error_pages_say_what_to_do(open_page: Any, live: Live, size: str) -> No
 
 
 def test_the_api_docs_render_with_every_other_origin_blocked(open_page: Any, live: Live) -> None:
-    page = open_page()
+    """Swagger UI comes from /static/vendor; it draws itself for a light page, so it keeps
+    the light palette in a dark theme (its dark text stays readable)."""
+    page = open_page(color_scheme="dark")
     blocked: list[str] = []
 
     def only_ours(route: Any) -> None:
@@ -272,6 +274,10 @@ def test_the_api_docs_render_with_every_other_origin_blocked(open_page: Any, liv
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("noteloom")
     expect(page.locator('.opblock-summary-path[data-path="/api/v1/notes"]').first).to_be_visible()
     assert page.locator(".opblock").count() > 20
+    assert background(page) == DARK_BG
+    docs_bg = page.evaluate("getComputedStyle(document.getElementById('swagger-ui')).backgroundColor")
+    title = page.evaluate("getComputedStyle(document.querySelector('.swagger-ui .info .title')).color")
+    assert docs_bg == LIGHT_BG and contrast(title, docs_bg) >= 4.5, (docs_bg, title)
     assert not blocked, blocked
 
 
