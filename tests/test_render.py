@@ -105,7 +105,9 @@ class Two:
 
 
 @pytest.fixture
-def two(app: App) -> Two:
+def two(any_app: App) -> Two:
+    """Ann and Bob with a notebook each, and the owner's shared with Ann to read (SQLite and PostgreSQL)."""
+    app = any_app
     ws = app.workspace
     owner = ws.ensure_owner("olga")
     ann = ws.add_person("ann", password="ann's long password")
