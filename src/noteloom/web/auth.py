@@ -101,7 +101,8 @@ NOTEBOOK_ROUTES = re.compile(
     rf"^/api/v1/(?:notes|notes/preview|notes/{_ID}|notes/{_ID}/rendered|notes/{_ID}/revisions"
     rf"|notes/{_ID}/backlinks|notes/{_ID}/tasks|links/resolve"
     rf"|browse/(?:tree|notes|titles|search)|notes/{_ID}/move"
-    rf"|notes/{_ID}/revisions/{_ID}/restore|notebooks|index/status|tools/[^/]+/policy|memory(?:/[^/]+)?"
+    rf"|notes/{_ID}/revisions/{_ID}/restore|notes/{_ID}/revisions/{_ID}|notes/{_ID}/restore|notes/{_ID}/attachments"
+    rf"|notebooks|index/status|tools/[^/]+/policy|memory(?:/[^/]+)?"
     rf"|me|openapi\.json)$|^/attachments/[^/]+$"
 )
 

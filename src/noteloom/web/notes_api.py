@@ -1,5 +1,6 @@
-"""Notes over JSON for the chat page's notes pane: list and search, read, create, save
-(with a guard against overwriting a newer version), revisions and restore.
+"""Notes over JSON for the app's editor: list and search, read, create, save (with a guard
+against overwriting a newer version; title, body, tags and the to-do fields), the trash and
+back, attachments, revisions and restore.
 
 Every route acts as the person asking, within their token's notebooks (``web/access.py``):
 lists, searches and counts hold only what they may see, a note or notebook out of sight is
@@ -11,11 +12,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from anyio import to_thread
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from pydantic import BaseModel, Field, StrictBool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 
 from noteloom.app import App
-from noteloom.errors import Conflict
+from noteloom.errors import Conflict, Forbidden, NotFound
 from noteloom.search import search_notes
 from noteloom.web.access import request_scope
 from noteloom.web.api_base import (
@@ -23,6 +26,7 @@ from noteloom.web.api_base import (
     ID_PATTERN,
     MAX_COUNT,
     NO_NUL,
+    ApiError,
     ApiJSONResponse,
     IdPath,
     NoteOut,
@@ -32,6 +36,11 @@ from noteloom.web.api_base import (
     note_out,
 )
 from noteloom.web.render import render_markdown
+from noteloom.workspace import Note
+from noteloom.workspace.model import MAX_TIME_MS
+
+#: The largest file the editor may attach to a note (the server's body cap applies first).
+ATTACHMENT_BYTES = 10 * 1024 * 1024
 
 
 class NoteCreate(StrictModel):
@@ -43,9 +52,38 @@ class NoteCreate(StrictModel):
 class NotePatch(StrictModel):
     title: str | None = Field(None, min_length=1, max_length=1000)
     body: str | None = Field(None, max_length=10_000_000)
+    tags: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None, max_length=200, description="The note's tags, all of them: those missing are removed, new ones made.")
+    is_todo: StrictBool | None = None
+    todo_due: int | None = Field(None, ge=0, le=MAX_TIME_MS,
+                                 description="When the to-do is due (ms since 1970); null clears it.")
+    todo_completed: int | None = Field(None, ge=0, le=MAX_TIME_MS,
+                                       description="When the to-do was done (ms since 1970); null: not done.")
     base_updated_time: int | None = Field(
         None, ge=0, le=MAX_COUNT, description="The updated_time the edit started from; 409 if the note has changed since."
     )
+
+
+class NoteDetail(NoteOut):
+    """A note as the editor shows it: with its to-do fields, and whether it is in the trash."""
+
+    is_todo: bool
+    todo_due: int | None
+    todo_completed: int | None
+    deleted_time: int | None = Field(description="When it went to the trash; null for a live note.")
+
+
+class RevisionOut(BaseModel):
+    id: str
+    title: str
+    body: str
+
+
+class AttachmentOut(BaseModel):
+    id: str
+    filename: str
+    mime: str
+    size: int
 
 
 class PreviewIn(StrictModel):
@@ -147,20 +185,26 @@ def install(api: FastAPI, app: App) -> None:
 
         return note_out(await to_thread.run_sync(create))
 
-    @r.get("/notes/{note_id}", response_model=NoteOut)
-    async def get_note(request: Request, note_id: IdPath) -> dict[str, Any]:
+    @r.get("/notes/{note_id}", response_model=NoteDetail)
+    async def get_note(
+        request: Request, note_id: IdPath,
+        trashed: Annotated[bool, Query(description="Answer for a note in the trash too (`deleted_time` set).")] = False,
+    ) -> dict[str, Any]:
         scope = request_scope(request, ws)
 
         def read() -> Any:
             with ws.read() as c:
-                return scope.note(note_id, c)
+                return scope.note(note_id, c, trashed=trashed)
 
-        return note_out(await to_thread.run_sync(read))
+        return note_detail(await to_thread.run_sync(read))
 
-    @r.patch("/notes/{note_id}", response_model=NoteOut)
+    @r.patch("/notes/{note_id}", response_model=NoteDetail)
     async def update_note(request: Request, note_id: IdPath, body: NotePatch) -> dict[str, Any]:
-        """Save a new title and/or body; the previous version becomes a revision."""
+        """Save a new title, body, tags (the full list) and/or to-do fields; a new title or
+        body keeps the previous version as a revision."""
         scope = request_scope(request, ws)
+        sent = body.model_fields_set
+        todo: dict[str, Any] = {k: getattr(body, k) for k in ("todo_due", "todo_completed") if k in sent}
 
         def save() -> Any:
             with ws.write() as c:
@@ -169,9 +213,48 @@ def install(api: FastAPI, app: App) -> None:
                     raise Conflict(
                         f"note {note_id!r} has changed since you opened it; reload it, then edit again"
                     )
-                return ws.update_note(note_id, title=body.title, body=body.body, conn=c)
+                if body.tags is not None:
+                    wanted = {t.strip().lower(): t.strip() for t in body.tags}
+                    have = {t.lower() for t in current.tags}
+                    ws.remove_tags(note_id, [t for t in current.tags if t.lower() not in wanted], conn=c)
+                    ws.add_tags(note_id, [t for k, t in wanted.items() if k not in have], conn=c)
+                return ws.update_note(note_id, title=body.title, body=body.body, is_todo=body.is_todo,
+                                      conn=c, **todo)
 
-        return note_out(await to_thread.run_sync(save))
+        return note_detail(await to_thread.run_sync(save))
+
+    @r.delete("/notes/{note_id}", status_code=204, response_class=Response)
+    async def trash_note(request: Request, note_id: IdPath) -> Response:
+        """Move a note to the trash (`POST .../restore` brings it back)."""
+        scope = request_scope(request, ws)
+
+        def run() -> None:
+            with ws.write() as c:
+                scope.note(note_id, c, write=True)
+                ws.delete_note(note_id, conn=c)
+
+        await to_thread.run_sync(run)
+        return Response(status_code=204)
+
+    @r.post("/notes/{note_id}/restore", response_model=NoteDetail)
+    async def restore_note(request: Request, note_id: IdPath) -> dict[str, Any]:
+        """Bring a note back from the trash, to its notebook (or, when that is gone, to the
+        default one: refused with 403 if you may not write there)."""
+        scope = request_scope(request, ws)
+
+        def run() -> Any:
+            with ws.write() as c:
+                note = scope.note(note_id, c, write=True, trashed=True)
+                if note.deleted_time is None:
+                    raise Conflict(f"note {note_id!r} is not in the trash")
+                ws.restore(note_id, conn=c)
+                try:
+                    return scope.note(note_id, c, write=True)
+                except NotFound:  # its notebook is gone and the fallback is out of sight
+                    raise Forbidden(f"note {note_id!r} would come back in a notebook you may not use (its own "
+                                    "is gone); restore that notebook first, or ask its owner") from None
+
+        return note_detail(await to_thread.run_sync(run))
 
     @r.get("/notes/{note_id}/revisions", response_model=RevisionList)
     async def revisions(request: Request, note_id: IdPath) -> dict[str, Any]:
@@ -187,7 +270,22 @@ def install(api: FastAPI, app: App) -> None:
         return {"revisions": [{"id": v.id, "title": v.title, "chars": v.chars, "version_time": v.version_time,
                                "created_time": v.created_time} for v in revs]}
 
-    @r.post("/notes/{note_id}/revisions/{revision_id}/restore", response_model=NoteOut)
+    @r.get("/notes/{note_id}/revisions/{revision_id}", response_model=RevisionOut)
+    async def revision(request: Request, note_id: IdPath, revision_id: IdPath) -> dict[str, Any]:
+        """An earlier version's full title and body (to compare with the current one)."""
+        scope = request_scope(request, ws)
+
+        def read() -> tuple[str, str]:
+            with ws.read() as c:
+                scope.note(note_id, c, trashed=True)
+                if not any(v.id == revision_id for v in ws.list_revisions(note_id, conn=c)):
+                    raise NotFound(f"revision {revision_id!r} is not a version of note {note_id!r}")
+                return ws.revision_text(revision_id, conn=c)
+
+        title, text = await to_thread.run_sync(read)
+        return {"id": revision_id, "title": title, "body": text}
+
+    @r.post("/notes/{note_id}/revisions/{revision_id}/restore", response_model=NoteDetail)
     async def restore(request: Request, note_id: IdPath, revision_id: IdPath) -> dict[str, Any]:
         """Make an earlier version current (the current one becomes a revision too)."""
         scope = request_scope(request, ws)
@@ -199,7 +297,7 @@ def install(api: FastAPI, app: App) -> None:
                     raise Conflict(f"revision {revision_id!r} is not a version of note {note_id!r}")
                 return ws.restore_revision(revision_id, conn=c)
 
-        return note_out(await to_thread.run_sync(run))
+        return note_detail(await to_thread.run_sync(run))
 
     @r.post("/notes/preview", response_model=PreviewOut)
     async def preview(request: Request, body: PreviewIn) -> dict[str, Any]:
@@ -221,3 +319,63 @@ def install(api: FastAPI, app: App) -> None:
         return [{"id": b.id, "parent_id": b.parent_id, "title": b.title, "note_count": b.note_count} for b in books]
 
     api.include_router(r)
+    api.include_router(_uploads(app))
+
+
+def _uploads(app: App) -> APIRouter:
+    """The upload route reads its own multipart body: no shared JSON body check."""
+    ws = app.workspace
+    r = APIRouter(prefix="/api/v1", tags=["notes"], responses=ERRORS, default_response_class=ApiJSONResponse)
+
+    @r.post("/notes/{note_id}/attachments", response_model=AttachmentOut, status_code=201,
+            openapi_extra=_UPLOAD_BODY, responses={413: ERRORS[422]})
+    async def attach(request: Request, note_id: IdPath) -> dict[str, Any]:
+        """Attach a file to a note (multipart, one part named `file`, at most 10 MB); link
+        it in the note as `![name](:/ID)` or `[name](:/ID)`."""
+        scope = request_scope(request, ws)
+        if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+            raise ApiError(422, "invalid_input", "file: send multipart/form-data with one file part named file", "file")
+        try:
+            form = await request.form(max_files=1, max_fields=1)
+        except HTTPException as exc:
+            raise ApiError(422, "invalid_input", f"file: {exc.detail}; send one file part named file", "file") from None
+        try:
+            part = form.get("file")
+            if not isinstance(part, UploadFile) or set(form) != {"file"}:
+                raise ApiError(422, "invalid_input", "file: send one file part named file (with a filename)", "file")
+            data = await part.read(ATTACHMENT_BYTES + 1)
+            filename = (part.filename or "").strip() or "file"
+            mime = (part.content_type or "").split(";")[0].strip() or None
+        finally:
+            await form.close()
+        if len(data) > ATTACHMENT_BYTES:
+            raise ApiError(413, "payload_too_large",
+                           f"file: larger than {ATTACHMENT_BYTES // (1024 * 1024)} MB, the largest file a note takes",
+                           "file")
+        if len(filename) > 255 or "\x00" in filename:
+            raise ApiError(422, "invalid_input", "file: the file name must be under 256 characters", "file")
+
+        def store() -> Any:
+            with ws.write() as c:
+                scope.note(note_id, c, write=True)
+                return ws.add_attachment(note_id, data, filename, mime=mime, conn=c)
+
+        att = await to_thread.run_sync(store)
+        return {"id": att.id, "filename": att.filename, "mime": att.mime, "size": att.size}
+
+    return r
+
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"multipart/form-data": {"schema": {
+            "type": "object", "properties": {"file": {"type": "string", "format": "binary"}}, "required": ["file"],
+        }}},
+    },
+}
+
+
+def note_detail(note: Note) -> dict[str, Any]:
+    return {**note_out(note), "is_todo": note.is_todo, "todo_due": note.todo_due,
+            "todo_completed": note.todo_completed, "deleted_time": note.deleted_time}
