@@ -131,8 +131,7 @@ def test_dark_follows_the_os_and_the_switch_overrides_it_from_the_first_paint(op
     page.goto(live.page_url("/"))
     expect(switch(page, "System")).to_have_attribute("aria-pressed", "true")
     assert background(page) == DARK_BG
-    if size == "desktop":  # the notes app's header on a phone is the shell's to fit (see the error pages)
-        assert_in_view(page, "header.top .theme-toggle", size)
+    assert_in_view(page, "header.top .theme-toggle", size)
 
     choose(page, "Light")
     expect(page.locator("html")).to_have_attribute("data-theme", "light")
@@ -143,8 +142,11 @@ def test_dark_follows_the_os_and_the_switch_overrides_it_from_the_first_paint(op
     page.reload()
     expect(switch(page, "Light")).to_have_attribute("aria-pressed", "true")
     assert page.evaluate("window.themeAtBody") == {"attr": "light", "bg": LIGHT_BG}  # never a dark flash
-    page.goto(live.url + "/memory")  # the choice is the app's, not the page's
-    expect(page.locator("html")).to_have_attribute("data-theme", "light")
+    for path in ("/memory", "/recipes", "/chat"):  # the choice is the app's, not the page's
+        page.goto(live.url + path)
+        expect(page.locator("html")).to_have_attribute("data-theme", "light")
+        assert_in_view(page, "header.top .theme-toggle", size)
+        assert_in_view(page, "header.top #sign-out", size)
 
     choose(page, "System")
     expect(page.locator("html")).not_to_have_attribute("data-theme", "light")
