@@ -122,6 +122,7 @@
     state.byId = new Map(data.notebooks.map((b) => [b.id, b]));
     state.total = data.total;
     drawTree();
+    if (state.list && state.list.kind === "notebook") setListTitle();
   }
 
   function childrenMap() {
@@ -258,19 +259,23 @@
     ul.setAttribute("aria-busy", "true");
     $("index-status").hidden = true;
     status("");
+    if (list.kind === "all") showIndexStatus().catch(() => {});
+    setListTitle();
+    markTree();
+    await loadMore();
+  }
+
+  function setListTitle() {
+    const list = state.list;
     let title = "All notes";
     if (list.kind === "notebook") {
       const b = state.byId.get(list.notebookId);
-      title = b ? b.title : "No such notebook";
+      title = b ? b.title : state.books.length ? "No such notebook" : "Notebook";
     } else if (list.kind === "search") {
-      title = `Search: ${list.q}`;
-    } else {
-      showIndexStatus().catch(() => {});
+      title = list.q ? `Search: ${list.q}` : "Search";
     }
     $("list-title").textContent = title;
     if (document.body.dataset.view !== "note") document.title = `${title} · noteloom`;
-    markTree();
-    await loadMore();
   }
 
   function loadMore() {
@@ -286,13 +291,17 @@
         const ul = $("notes");
         ul.removeAttribute("aria-busy");
         if (!ul.children.length) {
-          const empty = state.list.kind === "search" ? "Nothing matches this search." : "No notes here yet.";
+          const empty = state.list.kind !== "search" ? "No notes here yet."
+            : state.list.q.trim() ? "Nothing matches this search." : "Type what to look for in the search box.";
           ul.append(h("li", { class: "empty", text: empty }));
         }
         $("load-more").hidden = state.done;
         rewatch();
       }, (err) => {
-        if (gen === state.listGen) state.loading = null;
+        if (gen === state.listGen) {
+          state.loading = null;
+          $("notes").removeAttribute("aria-busy");
+        }
         throw err;
       });
     }
@@ -302,6 +311,7 @@
   async function fetchPage() {
     const list = state.list;
     if (list.kind === "search") {
+      if (!list.q.trim()) return { items: [], next: null };
       const p = new URLSearchParams({ q: list.q, limit: String(SEARCH_PAGE), offset: String(state.cursor || 0) });
       if (list.mode) p.set("mode", list.mode);
       const data = await NL.api("GET", `/api/v1/browse/search?${p}`);
@@ -789,7 +799,8 @@
     wire();
     const route = parseRoute();
     if (!history.state) history.replaceState({ list: listOf(route) || { kind: "all", notebookId: null, q: "", mode: "" } }, "", location.href);
-    loadTree().then(() => show()).catch((err) => {
+    // The tree (which counts every note) and the view load side by side.
+    Promise.all([loadTree(), show()]).catch((err) => {
       report(err);
       if (err.status !== 401) $("main").append(h("p", { class: "form-error", role: "alert", text: err.message }));
     });
