@@ -47,7 +47,7 @@
     state.dataset.state = !v.exists ? "none" : v.unlocked ? "unlocked" : "locked";
     const button = $("vault-button");
     button.textContent = !v.exists ? "Set up vault" : v.unlocked ? "Lock" : "Unlock";
-    button.setAttribute("aria-label", !v.exists ? "Set up your vault" : v.unlocked ? "Lock your vault" : "Unlock your vault");
+    button.setAttribute("aria-label", !v.exists ? "Set up vault" : v.unlocked ? "Lock your vault" : "Unlock your vault");  // the name holds the visible text (WCAG 2.5.3)
     // The window closes on its own: the page then shows what it shows a locked vault.
     if (v.unlocked && v.expires_time) {
       timer = setTimeout(expired, Math.min(Math.max(0, v.expires_time - Date.now()) + 1000, 2 ** 31 - 1));
