@@ -66,12 +66,12 @@ SESSION_HEADER = "x-noteloom-session"
 #: until someone decides otherwise.
 PUBLIC_PATHS = frozenset({"/health", "/", "/chat", "/recipes", "/memory", "/search", "/api/docs",
                           "/api/v1/auth/sign-in"})
-# The shells of a note, a notebook, a recipe and a recipe's run (and /runs/ID, which redirects
+# The shells of a note, a notebook, a chat, a recipe and a recipe's run (and /runs/ID, which redirects
 # there): exactly an id, so no other route under them slips in.
 # A plugin's static files (web/plugin_routes.py answers that prefix for every plugin with
 # routes, before the plugin's own routes can).
 _PUBLIC_PATTERN = re.compile(
-    r"^/static/.+$|^/(?:notes|notebooks|recipes|recipes/runs|runs)/[0-9a-f]{32}$|^/plugins/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/static/.+$"
+    r"^/static/.+$|^/(?:notes|notebooks|chat|recipes|recipes/runs|runs)/[0-9a-f]{32}$|^/plugins/[A-Za-z0-9][A-Za-z0-9_-]{0,63}/static/.+$"
 )
 #: How long a credential found valid is trusted without asking the database again, where the
 #: database cannot say cheaply whether anything changed (PostgreSQL). Checking costs a query
