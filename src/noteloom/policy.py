@@ -21,11 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
+from noteloom.access import sees_notebook
 from noteloom.errors import ConfigError, NotFound
 
 if TYPE_CHECKING:
     from noteloom.tools import ToolDef
-    from noteloom.workspace import Workspace
+    from noteloom.workspace import User, Workspace
 
 log = logging.getLogger("noteloom.policy")
 
@@ -138,14 +139,17 @@ def set_policy(workspace: Workspace, name: str, policy: Policy | None) -> None:
 # -- plain-language descriptions ------------------------------------------------------------
 
 
-def note_label(workspace: Workspace, note_id: str) -> str:
-    """``'Packing list' (Travel/Packing)`` for a note id, or ``note 'ID'`` when it is gone.
+def note_label(workspace: Workspace, note_id: str, user: User | None = None) -> str:
+    """``'Packing list' (Travel/Packing)`` for a note id, or ``note 'ID'`` when it is gone;
+    with ``user``, a note they may not see is named as such, never by its title.
 
     Blocking (it queries the database)."""
     try:
         note = workspace.get_note(note_id, include_deleted=True)
     except NotFound:
         return f"note {note_id!r}"
+    if user is not None and not sees_notebook(workspace, user, note.notebook_id):
+        return "a note you cannot see"
     path: list[str] = []
     book_id: str | None = note.notebook_id
     while book_id and len(path) < 64:
@@ -159,10 +163,11 @@ def note_label(workspace: Workspace, note_id: str) -> str:
     return f"{_quote(note.title)}{where}"
 
 
-def describe_call(tool: ToolDef, args: Mapping[str, Any], workspace: Workspace) -> str:
-    """The line a person reads before signing a call off (blocking: notes are named by title)."""
+def describe_call(tool: ToolDef, args: Mapping[str, Any], workspace: Workspace, user: User | None = None) -> str:
+    """The line a person reads before signing a call off (blocking: notes are named by title,
+    as ``user`` may see them)."""
     try:
-        return tool.describe_call(args, lambda note_id: note_label(workspace, note_id))
+        return tool.describe_call(args, lambda note_id: note_label(workspace, note_id, user))
     except Exception:  # a description must never stop the card from showing
         log.exception("could not describe a call of %s", tool.name)
         return tool.describe_call(args, lambda note_id: f"note {note_id!r}")

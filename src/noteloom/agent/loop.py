@@ -471,7 +471,7 @@ class _Run:
                 if self.options.describe is not None:
                     text = self.options.describe(tool, args)
                 else:
-                    text = await anyio.to_thread.run_sync(describe_call, tool, args, self.ctx.workspace)
+                    text = await anyio.to_thread.run_sync(describe_call, tool, args, self.ctx.workspace, self.ctx.user)
                 self.pending = PendingAction(call.id, call.name, args, text, tool.effect)
                 return None
             if decision == "decline":
