@@ -267,6 +267,8 @@ class ChatMessage:
     #: Sealed and read without its owner's keys: content, transcript, error and the
     #: selected text are empty here (and must not be written back).
     locked: bool = False
+    #: The message this one follows (``None``: the first); see ``noteloom.chat.branches``.
+    parent_id: str | None = None
 
     @property
     def settled(self) -> bool:

@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import anyio
+import sqlalchemy as sa
 from anyio import to_thread
 
 from noteloom import db
 from noteloom.access import sees_notebook
 from noteloom.attachments import Mode
+from noteloom.chat import branching
+from noteloom.chat import tables as t
 from noteloom.chat.attachments import (
     DEFAULT_MODE,
     Attachment,
@@ -32,11 +35,13 @@ from noteloom.chat.attachments import (
     check_uploads,
     extract_all,
 )
+from noteloom.chat.branches import branch_info
 from noteloom.chat.commands import Command, parse_command
 from noteloom.chat.conversations import title_from
 from noteloom.chat.eventlog import events_after, last_seq
 from noteloom.chat.export import ExportFormat, export
 from noteloom.chat.levels import Rewritten, change_level
+from noteloom.chat.naming import named_ids
 from noteloom.chat.records import (
     CAPABILITY_TOOLS,
     ChatMessage,
@@ -144,7 +149,7 @@ class ChatService:
                     raise locked_error()
                 msgs = st.transcript.of_conversation(user.id, conversation_id, keys=keys, conn=c)
                 files = st.attachments.of_messages([m.id for m in msgs if m.role == "user"], keys=keys, conn=c)
-                views = [self._view(m, c, files.get(m.id, []), keys) for m in msgs]
+                views = [self._view(m, c, files.get(m.id, []), keys, user) for m in msgs]
             return {**conversation_view(conv), "messages": views}
 
         return await _thread(load)
@@ -258,6 +263,24 @@ class ChatService:
             return f"{stem}.{fmt}", export(conv, msgs, fmt, files)
 
         return await _thread(load)
+
+    # -- branches (noteloom.chat.branching) --------------------------------------------
+
+    async def regenerate(self, user: User, message_id: str, keys: Keys | None = None) -> SendResult:
+        """A new answer beside the old one (a failed one is replaced: a retry)."""
+        return await branching.regenerate(self, user, message_id, keys)
+
+    async def edit_and_resend(self, user: User, message_id: str, text: str, keys: Keys | None = None) -> SendResult:
+        """A new question beside ``message_id``, and its answer."""
+        return await branching.edit_and_resend(self, user, message_id, text, keys)
+
+    async def show_branch(self, user: User, message_id: str, keys: Keys | None = None) -> dict[str, Any]:
+        """Show the path through ``message_id``; the conversation as :meth:`conversation` shows it."""
+        return await self.conversation(user, await branching.show(self, user, message_id), keys)
+
+    async def delete_turn(self, user: User, message_id: str) -> list[str]:
+        """Delete a question with its answers (or a command's note); the ids removed."""
+        return await branching.delete_turn(self, user, message_id)
 
     # -- models -----------------------------------------------------------------------
 
@@ -417,15 +440,22 @@ class ChatService:
             with anyio.CancelScope(shield=True):
                 await _thread(st.attachments.discard, blob_keys)
             raise
-        warning = await _thread(self.privacy_warning, conv.id, model, bool(files), note_id, level)
-        if protected:
-            live = self.runner.start(answer.id, sealer=sealer, keys=keys)
+        warning = await self.launch(conv.id, answer.id, model, level, keys, sealer, sent_files=bool(files))
+        return SendResult(conv.id, answer.id, answer.status, asked.id, created, warning)
+
+    async def launch(self, conversation_id: str, answer_id: str, model: str | None, level: Level,
+                     keys: Keys | None, sealer: Sealer | None, *, sent_files: bool = False) -> str | None:
+        """Start a stored ``running`` answer's turn in the background; the privacy warning
+        said of it, if any (its first event says it too)."""
+        warning = await _thread(self.privacy_warning, conversation_id, model, sent_files, None, level)
+        if is_protected(level):
+            live = self.runner.start(answer_id, sealer=sealer, keys=keys)
         else:
-            self.runner.lend(answer.id, keys)  # to search protected chats on a private model
-            live = self.runner.start(answer.id)
+            self.runner.lend(answer_id, keys)  # to search protected chats on a private model
+            live = self.runner.start(answer_id)
         if warning is not None:
             live.emit("privacy_warning", {"message": warning, "model": model})
-        return SendResult(conv.id, answer.id, answer.status, asked.id, created, warning)
+        return warning
 
     def privacy_warning(self, conversation_id: str, model: str | None, sent_files: bool,
                         note_id: str | None, level: str = "standard") -> str | None:
@@ -561,7 +591,7 @@ class ChatService:
     # -- a running turn ----------------------------------------------------------------
 
     def _view(self, m: ChatMessage, c: Any, files: list[Attachment] | None = None,
-              keys: Keys | None = None) -> dict[str, Any]:
+              keys: Keys | None = None, user: User | None = None) -> dict[str, Any]:
         if m.locked:
             raise locked_error()
         if m.status == "running" and m.sealed and self.runner.live.get(m.id) is None:
@@ -570,8 +600,23 @@ class ChatService:
         edits: list[ProposedEdit] = self.stores.edits.of_message(m.id, conn=c) if m.role == "assistant" else []
         seq = last_seq(c, m.id) if m.role == "assistant" else 0
         view = message_view(m, pending=pending, edits=edits, live=self.runner.live.get(m.id), last_seq=seq)
+        view["parent_id"] = m.parent_id
+        view["branch"] = branch_info(self._siblings(m, c), m)
         view["attachments"] = [attachment_view(a) for a in files or []] if m.role == "user" else None
+        if view.get("pending_action") and user is not None:
+            # Named as the person asking sees them, never as the turn that proposed the call.
+            view["pending_action"]["names"] = named_ids(self.host.workspace, user,
+                                                        view["pending_action"]["arguments"], conn=c)
         return view
+
+    @staticmethod
+    def _siblings(m: ChatMessage, c: Any) -> list[ChatMessage]:
+        """``m`` and its branches, as ids and positions only (enough to number them)."""
+        mt = t.messages
+        same = mt.c.parent_id.is_(None) if m.parent_id is None else mt.c.parent_id == m.parent_id
+        rows = c.execute(sa.select(mt.c.id, mt.c.position).where(
+            mt.c.conversation_id == m.conversation_id, mt.c.role == m.role, same)).all()
+        return [dataclasses.replace(m, id=r.id, position=r.position) for r in rows]
 
     @staticmethod
     def _sealed_partial(m: ChatMessage, c: Any, keys: Keys | None) -> str:
@@ -596,7 +641,7 @@ class ChatService:
                 m = self.stores.transcript.get(user.id, message_id, keys=keys, conn=c)
                 files = (self.stores.attachments.of_messages([m.id], keys=keys, conn=c).get(m.id, [])
                          if m.role == "user" else [])
-                return self._view(m, c, files, keys)
+                return self._view(m, c, files, keys, user)
 
         return await _thread(load)
 

@@ -63,6 +63,9 @@ conversations = sa.Table(
     sa.Column("created_time", MS, nullable=False),
     sa.Column("updated_time", MS, nullable=False),
     sa.Column("deleted_time", MS),
+    # The last message of the path the conversation shows (and a new turn reads); see
+    # noteloom.chat.branches. NULL: its last message by position.
+    sa.Column("leaf_id", ID),
     sa.Index("ix_chat_conversations_user", "user_id", "updated_time"),
 )
 
@@ -74,6 +77,8 @@ messages = sa.Table(
         "conversation_id", ID, sa.ForeignKey("chat_conversations.id", ondelete="CASCADE"), nullable=False
     ),
     sa.Column("position", sa.Integer, nullable=False),
+    # The message this one follows (NULL: the first). Siblings are branches of each other.
+    sa.Column("parent_id", ID),
     sa.Column("role", sa.String(16), nullable=False),  # user | assistant | note
     # Note rows: the slash command that wrote them (``clear`` starts a fresh context).
     sa.Column("command", sa.String(32)),
@@ -107,6 +112,7 @@ messages = sa.Table(
     sa.Column("updated_time", MS, nullable=False),
     sa.UniqueConstraint("conversation_id", "position", name="uq_chat_messages_position"),
     sa.Index("ix_chat_messages_status", "status"),
+    sa.Index("ix_chat_messages_parent", "conversation_id", "parent_id"),
 )
 
 pending_actions = sa.Table(

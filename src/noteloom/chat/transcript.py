@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from noteloom import db
 from noteloom.chat import tables as t
+from noteloom.chat.branches import deepest, path_to
 from noteloom.chat.conversations import Conversations, format_usd
 from noteloom.chat.records import (
     SETTLED,
@@ -45,6 +46,12 @@ from noteloom.vault import Keys
 
 #: What a turn's error says when the server stopped under it.
 INTERRUPTED = "The server stopped while this turn was running. Send the message again to retry."
+
+
+def path_leaf(rows: Sequence[ChatMessage], leaf_id: str | None) -> str | None:
+    """The id of the last message of the shown path (what a new message follows)."""
+    path = path_to(rows, leaf_id)
+    return path[-1].id if path else None
 
 
 def message_missing(message_id: str) -> str:
@@ -98,6 +105,7 @@ def _message_from_row(r: Any, keys: Keys | None = None) -> ChatMessage:
         memories=tuple(x for x in r.memories if isinstance(x, dict)) if isinstance(r.memories, list) else None,
         sealed=bool(r.sealed),
         locked=locked,
+        parent_id=r.parent_id,
     )
 
 
@@ -154,12 +162,22 @@ class Transcript:
 
     def of_conversation(self, user_id: str, conversation_id: str, *, keys: Keys | None = None,
                         conn: Connection | None = None) -> list[ChatMessage]:
+        """The path the conversation shows: its messages down to its current leaf."""
         with self._r(conn) as c:
             self.conversations.get(user_id, conversation_id, conn=c)
-            rows = c.execute(
-                sa.select(t.messages).where(t.messages.c.conversation_id == conversation_id).order_by(t.messages.c.position)
-            ).all()
-        return [_message_from_row(r, keys) for r in rows]
+            return path_to(self.all_of(conversation_id, keys=keys, conn=c), self.leaf_of(conversation_id, conn=c))
+
+    def leaf_of(self, conversation_id: str, *, conn: Connection) -> str | None:
+        """The last message of the conversation's shown path (``None``: its last by position)."""
+        return conn.execute(
+            sa.select(t.conversations.c.leaf_id).where(t.conversations.c.id == conversation_id)
+        ).scalar()
+
+    def path_of(self, message_id: str, *, keys: Keys | None = None, conn: Connection | None = None) -> list[ChatMessage]:
+        """The messages from the first one down to ``message_id``: what a turn of it reads."""
+        with self._r(conn) as c:
+            msg = self.get_any(message_id, conn=c)
+            return path_to(self.all_of(msg.conversation_id, keys=keys, conn=c), message_id)
 
     def all_of(self, conversation_id: str, *, keys: Keys | None = None, conn: Connection | None = None) -> list[ChatMessage]:
         with self._r(conn) as c:
@@ -202,25 +220,23 @@ class Transcript:
         note_context: NoteContext | None,
         model: str | None,
         runner_id: str | None = None,
+        edit_of: ChatMessage | None = None,
         conn: Connection,
     ) -> tuple[ChatMessage, ChatMessage]:
         """Store the user's message and a ``running`` assistant message after it, and the
-        turn's run (the message's id), run by ``runner_id`` (see ``noteloom.runs``).
+        turn's run (the message's id), run by ``runner_id`` (see ``noteloom.runs``). The
+        question follows the conversation's current leaf, or with ``edit_of`` (a question
+        of the conversation) the message that one follows: a branch beside it. The new
+        answer is the conversation's leaf.
 
         ``Conflict`` when the conversation already has a turn running or parked.
         """
         self._lock_conversation(conversation_id, conn)
-        active = self.active_turn(conversation_id, conn=conn)
-        if active is not None:
-            if active.status == "running":
-                raise Conflict(
-                    f"conversation {conversation_id!r} has a turn running (message {active.id!r}); "
-                    "wait for it or cancel it first"
-                )
-            raise Conflict(
-                f"conversation {conversation_id!r} has a tool call waiting for approval (message "
-                f"{active.id!r}); approve or decline it first"
-            )
+        self._refuse_active(conversation_id, conn)
+        if edit_of is not None:
+            parent = edit_of.parent_id
+        else:
+            parent = path_leaf(self.all_of(conversation_id, conn=conn), self.leaf_of(conversation_id, conn=conn))
         pos = self._next_position(conversation_id, conn)
         tm = now_ms()
         sel = note_context.selection if note_context else None
@@ -238,18 +254,97 @@ class Transcript:
         }
         user_id, asst_id = new_id(), new_id()
         rows = [
-            {**common, "id": user_id, "position": pos, "role": "user", "content": text, "status": "complete"},
+            {**common, "id": user_id, "position": pos, "role": "user", "content": text, "status": "complete",
+             "parent_id": parent},
             {
                 **common, "id": asst_id, "position": pos + 1, "role": "assistant", "content": "",
                 "status": "running", "model": model, "started_time": tm, "transcript": "[]",
-                "selection_text": None,
+                "selection_text": None, "parent_id": user_id,
             },
         ]
         owner, level = level_for_write(conn, conversation_id)
         conn.execute(t.messages.insert(), self._sealed_rows(owner, level, rows, conn))
         runs.create(conn, asst_id, kind=TURN_RUN, user_id=owner, subject_id=asst_id, runner_id=runner_id)
+        self.set_leaf(conversation_id, asst_id, conn=conn)
         self.conversations.touch(conversation_id, conn=conn)
         return self.get_any(user_id, conn=conn), self.get_any(asst_id, conn=conn)
+
+    def _refuse_active(self, conversation_id: str, conn: Connection) -> None:
+        active = self.active_turn(conversation_id, conn=conn)
+        if active is None:
+            return
+        if active.status == "running":
+            raise Conflict(
+                f"conversation {conversation_id!r} has a turn running (message {active.id!r}); "
+                "wait for it or cancel it first"
+            )
+        raise Conflict(
+            f"conversation {conversation_id!r} has a tool call waiting for approval (message "
+            f"{active.id!r}); approve or decline it first"
+        )
+
+    def start_answer(self, question: ChatMessage, *, model: str | None, runner_id: str | None = None,
+                     conn: Connection) -> ChatMessage:
+        """A new ``running`` answer to ``question`` (a user message), beside the answers it
+        has: a branch the conversation then shows. ``Conflict`` as :meth:`start_exchange`."""
+        self._lock_conversation(question.conversation_id, conn)
+        self._refuse_active(question.conversation_id, conn)
+        tm = now_ms()
+        asst_id = new_id()
+        row = {
+            "id": asst_id, "conversation_id": question.conversation_id,
+            "position": self._next_position(question.conversation_id, conn), "parent_id": question.id,
+            "role": "assistant", "content": "", "status": "running", "model": model, "started_time": tm,
+            "transcript": "[]", "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+            "cache_write_tokens": 0, "reasoning_tokens": 0, "created_time": tm, "updated_time": tm,
+        }
+        owner, level = level_for_write(conn, question.conversation_id)
+        conn.execute(t.messages.insert(), self._sealed_rows(owner, level, [row], conn))
+        runs.create(conn, asst_id, kind=TURN_RUN, user_id=owner, subject_id=asst_id, runner_id=runner_id)
+        self.set_leaf(question.conversation_id, asst_id, conn=conn)
+        self.conversations.touch(question.conversation_id, conn=conn)
+        return self.get_any(asst_id, conn=conn)
+
+    def set_leaf(self, conversation_id: str, leaf_id: str | None, *, conn: Connection) -> None:
+        conn.execute(t.conversations.update().where(t.conversations.c.id == conversation_id).values(leaf_id=leaf_id))
+
+    def show_branch(self, user_id: str, message_id: str, *, conn: Connection) -> str:
+        """Show the path through ``message_id`` (down to its newest descendants); its conversation's id."""
+        msg = self.get(user_id, message_id, conn=conn)
+        self.set_leaf(msg.conversation_id, deepest(self.all_of(msg.conversation_id, conn=conn), msg.id), conn=conn)
+        return msg.conversation_id
+
+    def remove(self, message_ids: Sequence[str], *, conn: Connection) -> None:
+        """Delete messages and what hangs off them (pending actions, edits, runs, attachment
+        rows: the attachments' bytes are the caller's to remove). Each one's children then
+        follow its parent, and the leaf moves up out of them. Nothing may be running."""
+        if not message_ids:
+            return
+        m = t.messages
+        gone = set(message_ids)
+        rows = conn.execute(sa.select(m.c.id, m.c.parent_id, m.c.conversation_id).where(m.c.id.in_(gone))).all()
+        parent = {r.id: r.parent_id for r in rows}
+
+        def surviving(pid: str | None) -> str | None:
+            while pid is not None and pid in gone:
+                pid = parent.get(pid)
+            return pid
+
+        for r in rows:
+            conn.execute(m.update().where(m.c.parent_id == r.id).values(parent_id=surviving(r.parent_id)))
+        for child in (t.pending_actions, t.edits, t.attachments):
+            conn.execute(child.delete().where(child.c.message_id.in_(gone)))
+        runs.purge(conn, list(gone))
+        conn.execute(m.delete().where(m.c.id.in_(gone)))
+        for conversation_id in {r.conversation_id for r in rows}:
+            leaf = self.leaf_of(conversation_id, conn=conn)
+            if leaf in gone:
+                up = surviving(parent.get(leaf))
+                rest = self.all_of(conversation_id, conn=conn)
+                if up is None and rest:
+                    roots = [x for x in rest if x.parent_id is None]
+                    up = max(roots or rest, key=lambda x: x.position).id
+                self.set_leaf(conversation_id, None if up is None else deepest(rest, up), conn=conn)
 
     def _sealed_rows(self, owner: str, level: str, rows: list[dict[str, Any]], conn: Connection) -> list[dict[str, Any]]:
         """Message rows as stored: in a protected conversation, their content columns sealed."""
@@ -265,13 +360,15 @@ class Transcript:
         owner, level = level_for_write(conn, conversation_id)
         tm = now_ms()
         mid = new_id()
+        parent = path_leaf(self.all_of(conversation_id, conn=conn), self.leaf_of(conversation_id, conn=conn))
         row = {
             "id": mid, "conversation_id": conversation_id, "position": self._next_position(conversation_id, conn),
-            "role": "note", "command": command, "content": content, "status": "complete", "input_tokens": 0, "output_tokens": 0,
+            "parent_id": parent, "role": "note", "command": command, "content": content, "status": "complete", "input_tokens": 0, "output_tokens": 0,
             "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0,
             "created_time": tm, "updated_time": tm,
         }
         conn.execute(t.messages.insert(), self._sealed_rows(owner, level, [row], conn))
+        self.set_leaf(conversation_id, mid, conn=conn)
         self.conversations.touch(conversation_id, conn=conn)
         return self.get_any(mid, keys=keys, conn=conn)
 

@@ -58,6 +58,7 @@ from noteloom.agent import PendingAction as HeldCall
 from noteloom.agent.steps import StepJoiner, visible_text
 from noteloom.attachments import Mode, encode
 from noteloom.chat.attachments import DEFAULT_MODE, Attachment
+from noteloom.chat.branches import path_to
 from noteloom.chat.eventlog import LiveTurn, LiveTurns, last_seq
 from noteloom.chat.history import cap_history, history_before
 from noteloom.chat.prompt import system_prompt, voice
@@ -437,7 +438,8 @@ class TurnRunner:
             if not conv.protected:
                 keys = None  # a standard chat needs none (lowered since the turn was started)
             msg = st.transcript.get_any(message_id, keys=keys, conn=c)
-            rows = st.transcript.all_of(conv.id, keys=keys, conn=c)
+            # The path down to this answer: a branch reads its own history, not its siblings'.
+            rows = path_to(st.transcript.all_of(conv.id, keys=keys, conn=c), message_id)
             files = st.attachments.of_messages([r.id for r in rows if r.role == "user"], keys=keys, conn=c)
             before = [r for r in rows if r.position < msg.position and r.role == "user"]
             if not before:

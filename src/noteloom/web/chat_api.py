@@ -30,6 +30,7 @@ from noteloom.chat import ChatService
 from noteloom.chat.attachments import Attachment, Upload
 from noteloom.chat.records import Conversation
 from noteloom.chat.search import PROTECTED_SKIPPED
+from noteloom.chat.service import SendResult
 from noteloom.chat.views import conversation_view
 from noteloom.errors import Unavailable
 from noteloom.jsonvalues import dumps, encodable, find_problem
@@ -141,6 +142,10 @@ class SendOut(BaseModel):
         "(attached files, or the note open beside it); the turn still runs.")
 
 
+class EditIn(StrictModel):
+    message: str = Field(min_length=1, max_length=100_000, description="The question's new text.")
+
+
 class ConfirmIn(StrictModel):
     decision: Literal["approve", "decline"]
 
@@ -221,6 +226,14 @@ class EditOut(BaseModel):
     decided_time: int | None
 
 
+class NamedOut(BaseModel):
+    id: str
+    kind: Literal["note", "notebook", "hidden"] = Field(
+        description="hidden: a note or notebook you cannot see (named by neither title nor notebook).")
+    title: str | None
+    notebook: str | None = Field(description="A note's notebook path, e.g. Travel/Packing.")
+
+
 class PendingOut(BaseModel):
     id: str
     call_id: str
@@ -230,6 +243,8 @@ class PendingOut(BaseModel):
     status: str
     created_time: int
     decided_time: int | None
+    names: list[NamedOut] = Field(default_factory=list, description="The notes and notebooks the arguments name "
+                                  "by id, with their titles as you see them.")
 
 
 Cell = str | int | float | bool | None
@@ -316,10 +331,20 @@ class AttachmentOut(BaseModel):
     removed: bool = Field(False, description="Its bytes are gone (the conversation was deleted).")
 
 
+class BranchOut(BaseModel):
+    index: int = Field(description="Which branch this message is, from 1.")
+    count: int
+    ids: list[str] = Field(description="The message ids of the branches, oldest first.")
+
+
 class MessageOut(BaseModel):
     id: str
     conversation_id: str
     position: int
+    parent_id: str | None = Field(None, description="The message this one follows; null for a first message.")
+    branch: BranchOut | None = Field(
+        None, description="Set when this message has branches (regenerated answers, edited questions): "
+                          "POST /messages/{id}/show shows another.")
     role: Literal["user", "assistant", "note"]
     status: Literal["running", "complete", "failed", "cancelled", "awaiting_confirmation"]
     content: str | None = Field(description="The final text (Markdown); null while running.")
@@ -405,6 +430,12 @@ class PendingItem(BaseModel):
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+def _send_out(result: SendResult) -> dict[str, Any]:
+    return {"conversation_id": result.conversation_id, "message_id": result.message_id, "status": result.status,
+            "user_message_id": result.user_message_id, "created_conversation": result.created_conversation,
+            "privacy_warning": result.privacy_warning}
 
 
 def service_of(app: App) -> ChatService:
@@ -596,9 +627,7 @@ def install(api: FastAPI, app: App) -> None:
             security_level=body.security_level,
             keys=await keys_of(request, vault),
         )
-        return {"conversation_id": result.conversation_id, "message_id": result.message_id, "status": result.status,
-                "user_message_id": result.user_message_id, "created_conversation": result.created_conversation,
-                "privacy_warning": result.privacy_warning}
+        return _send_out(result)
 
     @r.get(
         "/attachments/{attachment_id}",
@@ -653,6 +682,37 @@ def install(api: FastAPI, app: App) -> None:
                 yield ServerSentEvent(data=encodable(dumps(event.data)), event=event.kind, id=str(event.seq))
 
         return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @r.post("/messages/{message_id}/regenerate", response_model=SendOut, status_code=202)
+    async def regenerate(request: Request, message_id: IdPath) -> dict[str, Any]:
+        """A new answer to the question of this message (an answer, or the question): a branch
+        beside the old answer, which stays reachable. A failed answer is replaced instead (a
+        retry: the question is never stored twice). 409 while a turn of the chat runs."""
+        result = await service_of(app).regenerate(user_of(request), message_id, await keys_of(request, vault))
+        return _send_out(result)
+
+    @r.post("/messages/{message_id}/edit", response_model=SendOut, status_code=202)
+    async def edit_and_resend(request: Request, message_id: IdPath, body: EditIn) -> dict[str, Any]:
+        """Send new text in place of one of your questions: a branch beside it (the old question
+        and its answers stay reachable), answered like a new message."""
+        result = await service_of(app).edit_and_resend(user_of(request), message_id, body.message,
+                                                        await keys_of(request, vault))
+        return _send_out(result)
+
+    @r.post("/messages/{message_id}/show", response_model=ConversationDetail)
+    async def show_branch(request: Request, message_id: IdPath) -> dict[str, Any]:
+        """Show the branch this message is on (down to its newest messages); the conversation
+        as it then reads, and as the next turn's history follows it."""
+        detail = await service_of(app).show_branch(user_of(request), message_id, await keys_of(request, vault))
+        detail["messages"] = await rendered(detail["messages"])
+        return detail
+
+    @r.delete("/messages/{message_id}", status_code=204, response_class=Response)
+    async def delete_turn(request: Request, message_id: IdPath) -> Response:
+        """Delete one turn: the question with its answers (any of them names the turn), or a
+        command's note, and their files. 409 while it runs or waits for a decision."""
+        await service_of(app).delete_turn(user_of(request), message_id)
+        return Response(status_code=204)
 
     @r.post("/messages/{message_id}/cancel", response_model=CancelOut)
     async def cancel(request: Request, message_id: IdPath) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""The chat page at ``/chat``: conversations, transcript and composer beside a notes pane.
+"""The chat page at ``/chat`` (a new chat and the list) and ``/chat/{id}`` (one conversation).
 
 The page is one template and one small script (``static/chat.js``); everything it shows
-comes from ``/api/v1/chat`` and ``/api/v1/notes``.
+comes from ``/api/v1/chat`` and ``/api/v1/notes``. Both addresses serve the same shell,
+which holds nothing of anyone: the script reads the id from the address and asks the API,
+which answers a foreign or missing id alike.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ def install(api: FastAPI, app: App) -> None:
 
     @r.get("/chat", response_class=HTMLResponse)
     async def chat_page(request: Request) -> HTMLResponse:
+        return templates.TemplateResponse(request, "chat.html", {"current": None})
+
+    @r.get("/chat/{conversation_id}", response_class=HTMLResponse)
+    async def chat_conversation_page(request: Request, conversation_id: str) -> HTMLResponse:
+        del conversation_id  # read by the page's script from its address
         return templates.TemplateResponse(request, "chat.html", {"current": None})
 
     api.include_router(r)

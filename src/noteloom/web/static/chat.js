@@ -161,7 +161,7 @@
   function confirmDelete(li, c) {
     const yes = h("button", { type: "button", class: "danger", text: "Delete", onclick: async () => {
       await api("DELETE", `/api/v1/chat/conversations/${c.id}`);
-      if (state.conv && state.conv.id === c.id) newChat();
+      if (state.conv && state.conv.id === c.id) newChat("replace");
       await loadConversations();
     } });
     const no = h("button", { type: "button", text: "Keep", onclick: () => loadConversations() });
@@ -180,7 +180,22 @@
     return conv;
   }
 
-  function newChat() {
+  // Every conversation has its address, /chat/ID; /chat is a new chat. `how`: "push" (a new
+  // history entry: the user went somewhere), "replace" (the same place, corrected) or "none"
+  // (Back or Forward brought us here: the address is already right).
+  const conversationPath = (id) => (id ? `/chat/${encodeURIComponent(id)}` : "/chat");
+  function go(path, how) {
+    if (how === "none" || location.pathname === path) return;
+    if (how === "replace") history.replaceState({ chat: true }, "", path);
+    else history.pushState({ chat: true }, "", path);
+  }
+  function idFromPath() {
+    const m = /^\/chat\/([^/]+)\/?$/.exec(location.pathname);
+    return m ? decodeURIComponent(m[1]) : null;
+  }
+
+  function newChat(how = "push") {
+    go(conversationPath(null), how);
     stopStream();
     state.conv = null;
     state.pendingControls = {};
@@ -197,18 +212,36 @@
 
   // Opens the conversation; a protected one while the vault is locked shows as locked and
   // the unlock prompt opens (unlocking opens it then). False when it was not opened.
-  async function openConversation(id) {
+  async function openConversation(id, how = "push") {
     stopStream();
     let conv;
     try {
-      conv = await api("GET", `/api/v1/chat/conversations/${id}`);
+      conv = await api("GET", `/api/v1/chat/conversations/${encodeURIComponent(id)}`);
     } catch (err) {
+      if (err instanceof NL.ApiError && (err.status === 404 || err.status === 422)) {
+        // A bookmark of a chat that is gone (or was never this person's): said, then a new chat.
+        newChat("replace");
+        announce("That conversation does not exist (it may have been deleted).");
+        showComposerError("That conversation does not exist (it may have been deleted). This is a new chat.");
+        return false;
+      }
       if (!isLocked(err)) throw err;
+      go(conversationPath(id), how);
       showLocked(state.listed.get(id) || { id, protected: true });
       await loadConversations();
       askUnlock("This chat is protected: unlock your vault to open it.");
       return false;
     }
+    go(conversationPath(conv.id), how);
+    drawConversation(conv);
+    await loadConversations();
+    return true;
+  }
+
+  // The conversation's shown path; a turn still running is followed from where the view ends
+  // (so a reload, or another tab, picks the answer up as it goes on).
+  function drawConversation(conv) {
+    stopStream();
     state.conv = conv;
     $("locked-view").hidden = true;
     const list = $("transcript");
@@ -217,12 +250,10 @@
     for (const m of conv.messages) list.append(renderMessage(m));
     $("empty-hint").hidden = conv.messages.length > 0;
     showHeader();
-    await loadConversations();
     const last = conv.messages[conv.messages.length - 1];
     if (last && last.status === "running") startStream(last.id, last.last_seq, last.activity, true);
     else setRunning(false);
     scrollDown();
-    return true;
   }
 
   // The open conversation, sealed: its transcript goes, the locked view takes its place. The
@@ -265,6 +296,7 @@
       const files = m.attachments || [];
       if (m.content || !files.length) li.append(h("div", { class: "bubble", text: m.content || "" }));
       if (files.length) li.append(messageFiles(files));
+      li.append(messageActions(m));
       return li;
     }
     if (state.warnings[m.id]) li.append(privacyCard(state.warnings[m.id]));
@@ -274,9 +306,9 @@
     if (m.status === "running") {
       bubble.classList.add("streaming");
       bubble.setAttribute("aria-busy", "true");
-      bubble.textContent = m.partial_text || "";
+      paintStreaming(bubble, m.partial_text || "");
     } else if (m.content_html) {
-      NL.setHtml(bubble, m.content_html);  // sanitised by the server
+      paintSettled(bubble, m);
     } else {
       bubble.textContent = m.content || "";
     }
@@ -289,7 +321,172 @@
     if (m.status === "failed" && m.error) li.append(errorCard(m));
     if (m.memories && m.memories.length && m.status !== "running") li.append(rememberedLine(m.memories));
     if (m.role === "assistant" && m.status !== "running") li.append(h("div", { class: "meta", text: usageLine(m) }));
+    if (m.status !== "running" && m.status !== "awaiting_confirmation") li.append(messageActions(m));
     return li;
+  }
+
+  // -- message actions: copy, regenerate, edit and send again, branches, delete the turn ---------
+
+  function messageActions(m) {
+    const bar = h("div", { class: "msg-actions", role: "group", "aria-label": `${m.role === "user" ? "Question" : "Answer"} actions` });
+    if (m.branch) bar.append(branchSwitch(m));
+    const source = m.content || "";
+    if (source) {
+      const copy = h("button", { type: "button", class: "copy", text: "Copy", title: "Copy the Markdown source" });
+      copy.addEventListener("click", () => copyText(copy, source));
+      bar.append(copy);
+    }
+    if (m.role === "assistant" && m.status !== "failed") {
+      bar.append(h("button", { type: "button", class: "regenerate", text: "Regenerate",
+        title: "Ask again: a new answer beside this one", onclick: () => regenerate(m.id) }));
+    }
+    if (m.role === "user" && m.content) {
+      bar.append(h("button", { type: "button", class: "edit-resend", text: "Edit",
+        title: "Change the question and send it again (the old one stays reachable)", onclick: () => editQuestion(m) }));
+    }
+    if (m.role !== "note" || m.command) {
+      bar.append(h("button", { type: "button", class: "delete-turn", text: "Delete",
+        "aria-label": m.role === "note" ? "Delete this note" : "Delete this question and its answer",
+        onclick: (e) => confirmDeleteTurn(e.currentTarget, m) }));
+    }
+    return bar;
+  }
+
+  function branchSwitch(m) {
+    const b = m.branch;
+    const what = m.role === "user" ? "question" : "answer";
+    const to = (i) => () => showBranch(b.ids[i - 1]);
+    return h("span", { class: "branches", role: "group", "aria-label": `Version ${b.index} of ${b.count} of this ${what}` },
+      h("button", { type: "button", class: "branch-prev", text: "‹", "aria-label": `Previous version of this ${what}`,
+        disabled: b.index <= 1, onclick: to(b.index - 1) }),
+      h("span", { class: "branch-count", text: `${b.index}/${b.count}` }),
+      h("button", { type: "button", class: "branch-next", text: "›", "aria-label": `Next version of this ${what}`,
+        disabled: b.index >= b.count, onclick: to(b.index + 1) }));
+  }
+
+  async function copyText(button, text) {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = "Copied";
+      announce("Copied to the clipboard.");
+    } catch (err) {
+      button.textContent = "Copy failed";
+      announce(`Could not copy: ${err.message}`);
+    }
+    setTimeout(() => { button.textContent = "Copy"; }, 4000);
+  }
+
+  // After a regenerate, an edit or a switch, the conversation is drawn afresh from the server:
+  // its path is what the server will send the model next.
+  async function afterBranch(res) {
+    if (res.privacy_warning) state.warnings[res.message_id] = res.privacy_warning;
+    drawConversation(await api("GET", `/api/v1/chat/conversations/${res.conversation_id}`));
+    loadConversations();
+  }
+
+  function branchError(err, again) {
+    if (isLocked(err)) askUnlock("This chat is protected: unlock your vault to go on.", again);
+    else showComposerError(err.message);
+  }
+
+  async function regenerate(messageId) {
+    if (state.run) { announce("Wait for the running answer, or cancel it, first."); return; }
+    try {
+      await afterBranch(await api("POST", `/api/v1/chat/messages/${messageId}/regenerate`));
+      announce("Regenerating the answer…");
+    } catch (err) { branchError(err, () => regenerate(messageId)); }
+  }
+
+  async function showBranch(messageId) {
+    try {
+      const conv = await api("POST", `/api/v1/chat/messages/${messageId}/show`);
+      drawConversation(conv);
+      const li = $(`msg-${messageId}`);
+      const b = li?.querySelector(".branch-count");
+      if (b) announce(`Showing version ${b.textContent}.`);
+      li?.querySelector(".branches button:not([disabled])")?.focus();
+    } catch (err) { branchError(err, () => showBranch(messageId)); }
+  }
+
+  function editQuestion(m) {
+    if (state.run) { announce("Wait for the running answer, or cancel it, first."); return; }
+    const li = $(`msg-${m.id}`);
+    const box = h("textarea", { class: "edit-box", rows: "3", "aria-label": "Edit your question" });
+    box.value = m.content || "";
+    const status = h("span", { class: "muted", role: "status" });
+    const cancel = () => li.replaceWith(renderMessage(m));
+    const send = async () => {
+      const text = box.value.trim();
+      if (!text) { status.textContent = "The question must not be empty."; return; }
+      try {
+        await afterBranch(await api("POST", `/api/v1/chat/messages/${m.id}/edit`, { message: text }));
+        announce("Sent the edited question.");
+      } catch (err) {
+        if (isLocked(err)) askUnlock("This chat is protected: unlock your vault to send.", send);
+        else status.textContent = err.message;
+      }
+    };
+    box.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
+      if (e.key === "Escape") { e.preventDefault(); cancel(); }
+    });
+    const form = h("div", { class: "edit-form" }, box, h("div", { class: "actions" },
+      h("button", { type: "button", class: "primary", text: "Send", onclick: send }),
+      h("button", { type: "button", text: "Cancel", onclick: cancel }), status));
+    li.querySelector(".bubble")?.replaceWith(form);
+    li.querySelector(".msg-actions")?.remove();
+    box.focus();
+  }
+
+  function confirmDeleteTurn(button, m) {
+    const bar = button.closest(".msg-actions");
+    const what = m.role === "note" ? "this note" : "this question and its answer";
+    const yes = h("button", { type: "button", class: "danger", text: "Delete", onclick: async () => {
+      try {
+        await api("DELETE", `/api/v1/chat/messages/${m.id}`);
+        drawConversation(await api("GET", `/api/v1/chat/conversations/${state.conv.id}`));
+        announce("Deleted.");
+        $("message").focus();
+      } catch (err) { announce(err.message); bar.replaceWith(messageActions(m)); }
+    } });
+    const no = h("button", { type: "button", text: "Keep", onclick: () => {
+      const fresh = messageActions(m);
+      bar.replaceWith(fresh);
+      fresh.querySelector(".delete-turn")?.focus();
+    } });
+    bar.replaceChildren(h("span", { class: "muted", text: `Delete ${what}?` }), yes, no);
+    yes.focus();
+  }
+
+  // A streaming answer's Markdown so far, by its bubble; drawn through the shared renderer
+  // (render.js: markdown-it, then DOMPurify) when the page has it, else as plain text. Either
+  // way nothing of the model's text reaches the page as unsanitised HTML.
+  const streamed = new WeakMap();
+  function paintStreaming(bubble, markdown) {
+    streamed.set(bubble, markdown);
+    const r = window.NoteloomRender;
+    if (r && typeof r.renderStreaming === "function") {
+      try {
+        bubble.classList.add("md");
+        Promise.resolve(r.renderStreaming(bubble, markdown)).catch(() => {
+          if (streamed.get(bubble) === markdown) bubble.textContent = markdown;
+        });
+        return;
+      } catch { /* below */ }
+    }
+    bubble.textContent = markdown;
+  }
+
+  // A settled answer: the server's sanitised HTML at once, then (with render.js) the page's
+  // rendering of the same Markdown, which adds code highlighting, math and resolved note links.
+  function paintSettled(bubble, m) {
+    NL.setHtml(bubble, m.content_html);  // sanitised by the server
+    const r = window.NoteloomRender;
+    if (!r || typeof r.renderInto !== "function" || !m.content) return;
+    bubble.classList.add("md");
+    try {
+      Promise.resolve(r.renderInto(bubble, m.content, {})).catch(() => NL.setHtml(bubble, m.content_html));
+    } catch { NL.setHtml(bubble, m.content_html); }
   }
 
   // What the turn's prompt was given from memory: the memories in full by name, each a link
@@ -481,11 +678,22 @@
     }
   }
 
+  // A note or notebook an action names, as the server named it for this person.
+  function nameLabel(n) {
+    if (n.kind === "hidden") return "a note you cannot see";
+    if (n.kind === "notebook") return `notebook “${n.title}”`;
+    return n.notebook ? `“${n.title}” in ${n.notebook}` : `“${n.title}”`;
+  }
+
   function confirmCard(m) {
     const p = m.pending_action;
+    const names = p.names || [];
+    let description = p.description || "";
+    for (const n of names) description = description.replaceAll(`'${n.id}'`, n.id).replaceAll(n.id, nameLabel(n));
     const card = h("div", { class: "card confirm", role: "group", "aria-label": "Approval needed" },
       h("h3", { text: `Approve ${p.tool.replaceAll("_", " ")}?` }),
-      h("p", { text: p.description }),
+      h("p", { text: description }),
+      names.length ? h("ul", { class: "named" }, ...names.map((n) => h("li", { class: `named-${n.kind}`, text: nameLabel(n) }))) : null,
       h("details", {}, h("summary", { text: "Arguments" }), h("pre", { text: JSON.stringify(p.arguments, null, 2) })));
     const status = h("span", { class: "muted", role: "status" });
     const approve = h("button", { type: "button", class: "primary", text: "Approve", onclick: () => confirm(m.id, "approve", status) });
@@ -511,19 +719,11 @@
   }
 
   function errorCard(m) {
-    const retry = h("button", { type: "button", text: "Retry", onclick: () => retryBefore(m.id) });
+    const retry = h("button", { type: "button", text: "Retry", onclick: () => regenerate(m.id) });
     return h("div", { class: "card error", role: "alert" },
       h("h3", { text: "This answer failed" }),
       h("p", { text: m.error.message || m.error.code || "Unknown error" }),
       h("div", { class: "actions" }, retry));
-  }
-
-  function retryBefore(messageId) {
-    let li = $(`msg-${messageId}`)?.previousElementSibling;
-    while (li && !li.classList.contains("user")) li = li.previousElementSibling;
-    if (!li) return;
-    if (!li.dataset.text) { announce("That message held only files: attach them again to send them."); return; }
-    sendMessage(li.dataset.text);  // its text; its files stay with the message they were sent with
   }
 
   function upsertMessage(m) {
@@ -875,7 +1075,7 @@
       announce(data.message);
       scrollDown();
     } else if (kind === "text" && bubble) {
-      bubble.append(data.text);
+      paintStreaming(bubble, (streamed.get(bubble) || "") + data.text);
       scrollDown();
     } else if (kind === "thinking") {
       let box = li.querySelector(".thinking .thinking-text");
@@ -1361,7 +1561,7 @@
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); if (!state.run) sendMessage($("message").value, true); }
       if (e.key === "Escape" && state.run) { e.preventDefault(); cancelRun(); }
     });
-    $("new-chat").addEventListener("click", newChat);
+    $("new-chat").addEventListener("click", () => newChat());
     $("attach-open").addEventListener("click", () => $("attach-input").click());
     $("attach-input").addEventListener("change", (e) => {
       addFiles(Array.from(e.target.files));
@@ -1429,7 +1629,14 @@
     setRunning(false);
     await Promise.all([NL.vault.init(), loadConversations(), loadNotes()]);
     const params = new URLSearchParams(location.search);
-    if (params.get("c")) await openConversation(params.get("c"));
+    const opened = idFromPath() || params.get("c");
+    if (opened) await openConversation(opened, "replace");
+    window.addEventListener("popstate", () => {
+      if (!location.pathname.startsWith("/chat")) return;
+      const id = idFromPath();
+      if (id && (!state.conv || state.conv.id !== id)) openConversation(id, "none");
+      else if (!id && state.conv) newChat("none");
+    });
     if (params.get("note")) await openNote(params.get("note"));
   });
 })();

@@ -1,0 +1,271 @@
+"""The chat grown up, in Chromium against a live ``noteloom serve`` with scripted models: a
+URL per conversation (reload, Back, bookmarks), an answer that goes on streaming after a
+reload, Markdown drawn while it streams, regenerate and edit-and-resend with the branch
+switcher, Retry without a second question, Copy, and the chat driven by keyboard alone."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from page_support import Live, served
+from playwright.sync_api import expect
+
+from noteloom.app import access_token, open_app
+from noteloom.config import load_settings
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+LONG_TEXT = ("The plan is **simple**: leave on Friday, drive north, camp by the lake and come back on Sunday "
+             "with everything we took and nothing we did not.")
+LONG = LONG_TEXT.split(" ")
+
+
+def _scripts() -> dict[str, dict[str, Any]]:
+    return {
+        "stream": {"steps": [{"chunks": ["Sure: ", "pack the ", "tent."], "chunk_delay": 0.02}]},
+        # Slow enough to reload the page in the middle of it on a loaded machine.
+        "long": {"steps": [{"chunks": [w + " " for w in LONG], "chunk_delay": 0.25}]},
+        "count": {"steps": [{"text": "Answer one."}, {"text": "Answer two."}, {"text": "Answer three."}]},
+        "flaky": {"steps": [{"chunks": ["Hm"], "error": "api_overloaded"}, {"text": "Recovered."}]},
+    }
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    home = tmp_path_factory.mktemp("chat-grows-up")
+    scripts_dir = home / "scripts"
+    scripts_dir.mkdir()
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        token = access_token(app)
+    finally:
+        app.close()
+    tables = []
+    for name, script in _scripts().items():
+        path = scripts_dir / f"{name}.json"
+        path.write_text(json.dumps({**script, "loop": True}), encoding="utf-8")
+        tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
+    (home / "noteloom.toml").write_text('[providers]\ndefault = "stream"\n\n' + "\n".join(tables), encoding="utf-8")
+    with served(home) as url:
+        yield Live(url, token, home, {})
+
+
+@pytest.fixture
+def open_page(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """Opens pages (at a viewport size, on a path) that fail the test on a dialog or a script
+    error; each is screenshotted at the end, named after the test."""
+    contexts: list[Any] = []
+    pages: list[Any] = []
+    problems: list[str] = []
+
+    def make(viewport: dict[str, int] = DESKTOP, path: str = "/chat") -> Any:
+        context = browser.new_context(viewport=viewport)
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
+        contexts.append(context)
+        pg = context.new_page()
+        pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
+        pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+        pg.set_default_timeout(30_000)
+        pg.goto(live.page_url(path))
+        expect(pg.locator("#chat-app")).to_be_visible()
+        pages.append(pg)
+        return pg
+
+    try:
+        yield make
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        for i, pg in enumerate(pages):
+            pg.screenshot(path=str(ARTIFACTS / f"chat-grows-up-{request.node.name}-{i}.png"))
+        for context in contexts:
+            context.close()
+    assert not problems, problems
+
+
+def pick_model(page: Any, name: str) -> None:
+    page.click("#settings-open")
+    page.select_option("#set-model", f"{name}:script")
+    page.click("#settings-form button[type=submit]")
+    expect(page.locator("#settings")).to_be_hidden()
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("#message", text)
+    page.press("#message", "Enter")
+
+
+def settled(page: Any) -> None:
+    """The turn has ended and its answer is drawn as settled (with its actions), so what a
+    test clicks next is not replaced under it."""
+    expect(page.locator("#send")).to_have_text("Send")
+    expect(page.locator(".msg.assistant .bubble.streaming")).to_have_count(0)
+    expect(page.locator(".msg.assistant").last.locator(".msg-actions")).to_be_visible()
+
+
+CHAT_URL = re.compile(r"/chat/[0-9a-f]{32}$")
+
+
+def test_every_conversation_has_a_url_that_reload_back_and_bookmarks_restore(open_page: Any, live: Live) -> None:
+    page = open_page(DESKTOP)
+    send(page, "First conversation")
+    expect(page).to_have_url(CHAT_URL)
+    settled(page)
+    first = page.url
+    page.click("#new-chat")
+    expect(page).to_have_url(re.compile(r"/chat$"))
+    send(page, "Second conversation")
+    expect(page).to_have_url(CHAT_URL)
+    settled(page)
+    second = page.url
+    assert second != first
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"/chat$"))
+    expect(page.locator("#transcript .msg")).to_have_count(0)
+    page.go_back()
+    expect(page).to_have_url(first)
+    expect(page.locator(".msg.user .bubble")).to_have_text("First conversation")
+    page.go_forward()
+    page.go_forward()
+    expect(page).to_have_url(second)
+    expect(page.locator(".msg.user .bubble")).to_have_text("Second conversation")
+    page.reload()
+    expect(page.locator(".msg.user .bubble")).to_have_text("Second conversation")
+    expect(page.locator("#conv-title")).to_have_text("Second conversation")
+    # Opening one from the list pushes its address.
+    page.locator("#thread-list .thread", has_text="First conversation").click()
+    expect(page).to_have_url(first)
+    # A bookmark, in a fresh tab.
+    other = open_page(PHONE, "/chat/" + first.rsplit("/", 1)[1])
+    expect(other.locator(".msg.user .bubble")).to_have_text("First conversation")
+    # A conversation that is not there reads as such, and the page is a new chat.
+    gone = open_page(DESKTOP, "/chat/" + "0" * 32)
+    expect(gone.locator("#transcript")).to_contain_text("That conversation does not exist")
+    expect(gone).to_have_url(re.compile(r"/chat$"))
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
+def test_a_reload_mid_stream_goes_on_with_the_answer(open_page: Any, viewport: dict[str, int]) -> None:
+    page = open_page(viewport)
+    pick_model(page, "long")
+    send(page, "What is the plan?")
+    streaming = page.locator(".msg.assistant .bubble.streaming")
+    expect(streaming).to_contain_text("leave on Friday")
+    expect(page).to_have_url(CHAT_URL)
+    # Markdown is drawn as it streams (render.js), not shown raw.
+    expect(streaming.locator("strong")).to_have_text("simple")
+    expect(streaming).not_to_contain_text("**")
+    page.reload()
+    expect(page.locator(".msg.user .bubble")).to_have_text("What is the plan?")
+    # The answer goes on after the reload, and ends whole: no piece lost, none twice.
+    expect(page.locator("#send")).to_have_text("Cancel")
+    settled(page)
+    answer = page.locator(".msg.assistant .bubble")
+    expect(answer).to_have_count(1)
+    expected = " ".join(LONG).replace("**", "")
+    assert " ".join(answer.inner_text().split()) == expected
+    expect(answer.locator("strong")).to_have_text("simple")
+
+
+def test_regenerate_keeps_the_old_answer_behind_a_switcher_and_copy_copies_the_markdown(open_page: Any) -> None:
+    page = open_page(DESKTOP)
+    pick_model(page, "count")
+    send(page, "Count for me")
+    settled(page)
+    answer = page.locator(".msg.assistant")
+    first = answer.locator(".bubble").inner_text().strip()
+    answer.get_by_role("button", name="Regenerate").click()
+    settled(page)
+    expect(answer.locator(".branch-count")).to_have_text("2/2")
+    second = answer.locator(".bubble").inner_text().strip()
+    assert second != first and second.startswith("Answer")
+    expect(page.locator(".msg.user")).to_have_count(1)
+    answer.get_by_role("button", name="Previous version of this answer").click()
+    expect(answer.locator(".branch-count")).to_have_text("1/2")
+    expect(answer.locator(".bubble")).to_have_text(first)
+    page.reload()  # the chosen branch is the conversation's, not the page's
+    expect(answer.locator(".branch-count")).to_have_text("1/2")
+    expect(answer.locator(".bubble")).to_have_text(first)
+    answer.get_by_role("button", name="Next version of this answer").click()
+    expect(answer.locator(".bubble")).to_have_text(second)
+    answer.get_by_role("button", name="Copy").click()
+    expect(answer.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == second
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
+def test_edit_and_resend_branches_the_question(open_page: Any, viewport: dict[str, int]) -> None:
+    page = open_page(viewport)
+    send(page, "Pack what?")
+    settled(page)
+    question = page.locator(".msg.user")
+    question.get_by_role("button", name="Edit").click()
+    box = page.get_by_role("textbox", name="Edit your question")
+    expect(box).to_be_focused()
+    expect(box).to_have_value("Pack what?")
+    box.fill("Pack what for the lake?")
+    box.press("Enter")
+    expect(question.locator(".bubble")).to_have_text("Pack what for the lake?")
+    settled(page)
+    expect(question.locator(".branch-count")).to_have_text("2/2")
+    expect(page.locator(".msg.assistant")).to_have_count(1)
+    question.get_by_role("button", name="Previous version of this question").click()
+    expect(question.locator(".bubble")).to_have_text("Pack what?")
+    expect(question.locator(".branch-count")).to_have_text("1/2")
+    expect(page.locator(".msg.assistant")).to_have_count(1)
+
+
+def test_retry_runs_the_turn_again_without_a_second_question(open_page: Any) -> None:
+    page = open_page(DESKTOP)
+    pick_model(page, "flaky")
+    send(page, "Try this")
+    card = page.locator(".card.error")
+    expect(card).to_contain_text("overloaded")
+    card.get_by_role("button", name="Retry").click()
+    expect(page.locator(".msg.assistant .bubble")).to_have_text("Recovered.")
+    expect(page.locator(".msg.user")).to_have_count(1)
+    expect(page.locator(".card.error")).to_have_count(0)
+    page.reload()
+    expect(page.locator(".msg.user")).to_have_count(1)
+    expect(page.locator(".msg.assistant")).to_have_count(1)
+
+
+def _focused(page: Any) -> str:
+    return str(page.evaluate("(() => { const e = document.activeElement; return e ? "
+                             "(e.id || e.getAttribute('aria-label') || e.textContent || '').trim() : ''; })()"))
+
+
+def _tab_to(page: Any, name: str, key: str = "Tab", limit: int = 60) -> None:
+    for _ in range(limit):
+        if _focused(page) == name:
+            return
+        page.keyboard.press(key)
+    raise AssertionError(f"{name!r} was not reached with {key}; focus is on {_focused(page)!r}")
+
+
+def test_the_chat_works_by_keyboard_alone(open_page: Any) -> None:
+    page = open_page(DESKTOP)
+    _tab_to(page, "message")
+    page.keyboard.type("Hello by keyboard")
+    page.keyboard.press("Enter")
+    settled(page)
+    expect(page.locator(".msg.user .bubble")).to_have_text("Hello by keyboard")
+    answer = page.locator(".msg.assistant")
+    text = answer.locator(".bubble").inner_text().strip()
+    _tab_to(page, "Copy", "Shift+Tab")
+    page.keyboard.press("Enter")
+    expect(answer.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == text
+    page.focus("#message")
+    _tab_to(page, "Regenerate", "Shift+Tab")
+    page.keyboard.press("Enter")
+    settled(page)
+    expect(answer.locator(".branch-count")).to_have_text("2/2")
+    expect(page.locator(".msg.user")).to_have_count(1)
