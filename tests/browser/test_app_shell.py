@@ -298,3 +298,84 @@ def test_on_a_phone_the_note_comes_first_and_tree_and_list_are_drawers(phone: An
     expect(pg).to_have_url(f"{live.url}/notebooks/{live.notes['book:Travel']}")
     expect(pg.locator("#notes a.note-link", has_text="Trip")).to_be_in_viewport()
     expect(tree).not_to_be_in_viewport()
+
+
+# A stand-in for note_editor.js that records how the shell drives it: the contract is
+# NoteEditor.open(pane, id, {section, onSaved, onTitle, onTrashed, onMissing}) -> handle,
+# and handle.flush() settles before handle.close() and before the next note opens.
+FAKE_EDITOR = """
+window.__editor = { log: [], opts: null };
+window.NoteEditor = {
+  async open(pane, id, opts) {
+    window.__editor.log.push(`open ${id.slice(0, 4)} ${opts.section || "-"} ${pane.id}`);
+    window.__editor.opts = opts;
+    pane.textContent = `editing ${id}`;
+    return {
+      flush() {
+        window.__editor.log.push(`flush ${id.slice(0, 4)}`);
+        return new Promise((done) => requestAnimationFrame(() => { window.__editor.log.push(`saved ${id.slice(0, 4)}`); done(); }));
+      },
+      close() { window.__editor.log.push(`close ${id.slice(0, 4)}`); },
+    };
+  },
+};
+"""
+
+
+def test_the_note_editor_is_opened_flushed_before_leaving_and_closed(browser: Any, live: Live,
+                                                                     request: pytest.FixtureRequest) -> None:
+    context = browser.new_context(viewport=DESK)
+    context.add_init_script(FAKE_EDITOR)
+    context.route("**/static/note_editor.js", lambda route: route.fulfill(
+        status=200, content_type="text/javascript", body="/* replaced by the test's stand-in */"))
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+    pg.set_default_timeout(30_000)
+    log = "window.__editor.log.join('|')"
+    try:
+        pg.goto(live.page_url(f"/notebooks/{live.notes['book:Archive']}"))
+        first, second = (pg.locator("#notes li", has_text=t) for t in ("Archived 129", "Archived 128"))
+        one, two = first.get_attribute("data-id"), second.get_attribute("data-id")
+        assert one and two
+        a, b = one[:4], two[:4]
+        first.locator("a.note-link").click()
+        expect(pg.locator("#note-pane")).to_have_text(f"editing {one}")
+        assert pg.evaluate(log) == f"open {a} - note-pane"
+        pg.evaluate("window.__editor.opts.onTitle('Archived, renamed')")
+        expect(pg.locator("#notes a.note-link[aria-current]")).to_have_text("Archived, renamed")
+        expect(pg).to_have_title("Archived, renamed · noteloom")
+        pg.locator("body").press("Control+s")
+        expect(pg.locator("#list-status")).to_have_text("Saved.")
+        # leaving: saved first, then closed, then the next note opens
+        second.locator("a.note-link").click()
+        expect(pg.locator("#note-pane")).to_have_text(f"editing {two}")
+        assert pg.evaluate(log).endswith(f"flush {a}|saved {a}|close {a}|open {b} - note-pane"), pg.evaluate(log)
+        # Back leaves the same way
+        pg.go_back()
+        expect(pg.locator("#note-pane")).to_have_text(f"editing {one}")
+        assert pg.evaluate(log).endswith(f"flush {b}|saved {b}|close {b}|open {a} - note-pane")
+        # a search result passes its section
+        trip = live.notes["trip"][:4]
+        pg.fill("#search-input", "stove")
+        pg.press("#search-input", "Enter")
+        expect(pg.locator("#note-pane .empty-state")).to_be_visible()
+        assert pg.evaluate(log).endswith(f"flush {a}|saved {a}|close {a}")
+        pg.locator("#notes a.note-link", has_text="Trip").click()
+        expect(pg.locator("#note-pane")).to_have_text(f"editing {live.notes['trip']}")
+        assert pg.evaluate(log).endswith(f"open {trip} Packing note-pane")
+        # the editor says the note went to the trash: out of the list, back to the list's view
+        pg.evaluate("window.__editor.opts.onTrashed()")
+        expect(pg).to_have_url(f"{live.url}/search?q=stove")
+        expect(pg.locator("#notes a.note-link", has_text="Trip")).to_have_count(0)
+        expect(pg.locator("#note-pane .empty-state")).to_be_visible()
+        # or that it is gone: the friendly page, not JSON
+        pg.goto(f"{live.url}/notes/{'e' * 32}")
+        expect(pg.locator("#note-pane")).to_have_text("editing " + "e" * 32)
+        pg.evaluate("window.__editor.opts.onMissing()")
+        expect(pg.locator("#note-pane")).to_contain_text("This note does not exist or you cannot see it")
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"app-shell-{request.node.name}.png"))
+        context.close()
+    assert not problems, problems

@@ -500,7 +500,7 @@
       meta.append(" · ", h("a", { href: note.source_url, rel: "noopener noreferrer nofollow", class: "source", text: "source" }));
     }
     const book = state.byId.get(note.notebook_id);
-    const body = h("div", { class: "body", id: "note-body" });
+    const body = h("div", { class: "body nl-render", id: "note-body" });
     NL.setHtml(body, note.html);
     const article = h("article", { class: "note" },
       h("div", { class: "note-head" },
