@@ -1,0 +1,291 @@
+"""The note editor in the notes app, in Chromium at 1280x800 and 390x844: autosave with its
+status, no text lost when leaving, conflicts shown both ways, preview, to-do fields and tags,
+history with a diff and restore, the trash and back, a dropped attachment, and proposed edits
+drawn inline (accept is one undo step; an edit whose text moved is refused with the reason)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from page_support import Live, served
+from playwright.sync_api import expect
+
+from noteloom.app import access_token, open_app
+from noteloom.config import load_settings
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
+DESK = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+STATUS = "#note-pane .ne-status"
+
+# Records every text the status line shows, in order (transitions faster than a poll are kept).
+WATCH_STATUS = """() => {
+  const el = document.querySelector('#note-pane .ne-status');
+  window.__statuses = [el.textContent];
+  new MutationObserver(() => window.__statuses.push(el.textContent))
+    .observe(el, {childList: true, characterData: true, subtree: true});
+}"""
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    home = tmp_path_factory.mktemp("note-editor")
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        app.workspace.create_note("Welcome", "hello")
+        token = access_token(app)
+    finally:
+        app.close()
+    with served(home) as url:
+        yield Live(url, token, home, {})
+
+
+def _page(browser: Any, live: Live, request: pytest.FixtureRequest, viewport: dict[str, int]) -> Iterator[Any]:
+    context = browser.new_context(viewport=viewport)
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
+    pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+    pg.set_default_timeout(30_000)
+    pg.goto(live.page_url("/"))
+    expect(pg.locator("#sign-out")).to_be_visible()
+    try:
+        yield pg
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"note-editor-{request.node.name}.png"))
+        context.close()
+    assert not problems, problems
+
+
+@pytest.fixture
+def desk(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _page(browser, live, request, DESK)
+
+
+@pytest.fixture
+def phone(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _page(browser, live, request, PHONE)
+
+
+def new_note(live: Live, title: str, body: str) -> dict[str, Any]:
+    note: dict[str, Any] = live.api("POST", "/api/v1/notes", json={"title": title, "body": body})
+    return note
+
+
+def open_note(pg: Any, note_id: str) -> None:
+    """Open the note in the app (a navigation inside the page, as a click does)."""
+    pg.evaluate("id => { history.pushState({}, '', '/notes/' + id); dispatchEvent(new PopStateEvent('popstate')); }", note_id)
+    expect(pg.locator(f"#note-pane .ne[data-note='{note_id}'] .cm-content")).to_be_visible()
+    expect(pg.locator(STATUS)).to_have_text("Saved")
+
+
+def doc(pg: Any) -> str:
+    return str(pg.evaluate("NoteEditor.current.editor.getDoc()"))
+
+
+def type_at_end(pg: Any, text: str) -> None:
+    pg.locator("#note-pane .cm-content").click()
+    pg.keyboard.press("Control+End")
+    pg.keyboard.type(text)
+
+
+def test_typing_autosaves_with_a_polite_status_and_a_reload_shows_the_text(desk: Any, live: Live) -> None:
+    note = new_note(live, "Autosave", "# Plan\n\nfirst line")
+    open_note(desk, note["id"])
+    status = desk.locator(STATUS)
+    expect(status).to_have_attribute("role", "status")
+    expect(status).to_have_attribute("aria-live", "polite")
+    desk.evaluate(WATCH_STATUS)
+    type_at_end(desk, "\nsecond line")
+    expect(status).to_have_text("Saved")
+    seen = desk.evaluate("window.__statuses")
+    assert seen[-3:] == ["Unsaved changes", "Saving…", "Saved"], seen
+    assert all(a != b for a, b in pairwise(seen)), f"the status repeated itself: {seen}"
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "# Plan\n\nfirst line\nsecond line"
+    # Ctrl+S saves at once, without waiting for the pause.
+    type_at_end(desk, " now")
+    desk.keyboard.press("Control+s")
+    expect(status).to_have_text("Saved")
+    desk.reload()
+    expect(desk.locator("#note-pane .cm-content")).to_contain_text("second line now")
+    assert doc(desk).endswith("second line now")
+
+
+def test_leaving_the_note_right_after_typing_saves_the_text_first(phone: Any, live: Live) -> None:
+    note = new_note(live, "Leave me", "start")
+    open_note(phone, note["id"])
+    type_at_end(phone, " and more typed just before leaving")
+    assert phone.evaluate("NoteEditor.current.dirty()")
+    phone.go_back()
+    expect(phone.locator("#note-pane .ne")).to_have_count(0)
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "start and more typed just before leaving"
+
+
+def test_a_note_changed_elsewhere_shows_both_versions_and_keep_mine_or_take_theirs(desk: Any, live: Live) -> None:
+    note = new_note(live, "Shared", "base text")
+    open_note(desk, note["id"])
+    live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "their text"})
+    type_at_end(desk, " plus mine")
+    conflict = desk.locator("#note-pane .ne-conflict")
+    expect(conflict).to_be_visible()
+    expect(desk.locator(STATUS)).to_have_text("Conflict")
+    expect(conflict.locator(".ne-mine .ne-version-body")).to_have_text("base text plus mine")
+    expect(conflict.locator(".ne-theirs .ne-version-body")).to_have_text("their text")
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "their text", "overwritten silently"
+    conflict.get_by_role("button", name="Keep mine").click()
+    expect(conflict).to_be_hidden()
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "base text plus mine"
+
+    live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "their second text"})
+    type_at_end(desk, " again")
+    expect(conflict).to_be_visible()
+    expect(conflict.locator(".ne-theirs .ne-version-body")).to_have_text("their second text")
+    conflict.get_by_role("button", name="Take theirs").click()
+    expect(conflict).to_be_hidden()
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert doc(desk) == "their second text"
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "their second text"
+
+
+def test_preview_to_do_fields_and_tags(desk: Any, live: Live) -> None:
+    note = new_note(live, "Chores", "# Chores\n\n- [ ] sweep\n- [ ] mop")
+    open_note(desk, note["id"])
+    pane = desk.locator("#note-pane")
+    pane.get_by_role("button", name="Preview").click()
+    preview = pane.locator(".ne-preview")
+    expect(preview.locator("h1")).to_have_text("Chores")
+    expect(pane.locator(".ne-editor")).to_be_hidden()
+    preview.get_by_role("checkbox", name="Done: sweep").check()
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert doc(desk) == "# Chores\n\n- [x] sweep\n- [ ] mop"
+    pane.get_by_role("button", name="Preview").click()
+    expect(pane.locator(".cm-content")).to_be_visible()
+
+    pane.get_by_label("To-do").check()
+    expect(pane.get_by_label("Due")).to_be_visible()
+    pane.get_by_label("Due").fill("2031-05-06")
+    pane.get_by_label("Due").dispatch_event("change")
+    pane.get_by_label("Done", exact=True).check()
+    tag = pane.get_by_label("Add a tag")
+    tag.fill("house")
+    tag.press("Enter")
+    expect(pane.locator(".ne-tag", has_text="house")).to_be_visible()
+    tag.fill("weekly")
+    tag.press("Enter")
+    expect(pane.locator(".ne-tag", has_text="weekly")).to_be_visible()
+    pane.get_by_role("button", name="Remove tag house").click()
+    expect(pane.locator(".ne-tag", has_text="house")).to_have_count(0)
+    expect(pane.locator(".ne-tag")).to_have_count(1)
+    got = live.api("GET", f"/api/v1/notes/{note['id']}")
+    assert got["is_todo"] is True and got["todo_completed"] is not None
+    assert got["todo_due"] == 1_935_792_000_000  # 2031-05-06T00:00:00Z
+    assert got["tags"] == ["weekly"]
+    desk.reload()
+    expect(desk.locator("#note-pane .ne-tag")).to_have_text(re.compile("weekly"))
+    expect(desk.locator("#note-pane").get_by_label("Done", exact=True)).to_be_checked()
+
+
+def test_history_shows_a_diff_against_the_current_text_and_restores(desk: Any, live: Live) -> None:
+    note = new_note(live, "Draft", "line one\nold middle\nline three")
+    live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "line one\nnew middle\nline three"})
+    open_note(desk, note["id"])
+    pane = desk.locator("#note-pane")
+    pane.get_by_role("button", name="History").click()
+    history = pane.locator(".ne-history")
+    history.locator(".ne-revision").first.click()
+    diff = history.locator(".ne-diff")
+    expect(diff.locator("del")).to_have_text(re.compile("old middle"))
+    expect(diff.locator("ins")).to_have_text(re.compile("new middle"))
+    expect(diff.locator(".ne-same", has_text="line one")).to_have_count(1)
+    history.get_by_role("button", name="Restore this version").click()
+    expect(history).to_be_hidden()
+    expect(pane.locator(".cm-content")).to_contain_text("old middle")
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "line one\nold middle\nline three"
+
+
+@pytest.mark.parametrize("size", ["desk", "phone"])
+def test_move_to_trash_then_restore_from_the_banner(size: str, request: pytest.FixtureRequest, live: Live) -> None:
+    pg = request.getfixturevalue(size)
+    note = new_note(live, f"Binned on {size}", "bye")
+    open_note(pg, note["id"])
+    pg.locator("#note-pane").get_by_role("button", name="Move to trash").click()
+    expect(pg.locator(f"#note-pane .ne[data-note='{note['id']}']")).to_have_count(0)
+    assert live.api("GET", f"/api/v1/notes/{note['id']}?trashed=true")["deleted_time"] is not None
+    open_note(pg, note["id"])
+    banner = pg.locator("#note-pane .ne-banner")
+    expect(banner).to_contain_text("This note is in the trash.")
+    expect(pg.locator("#note-pane .ne-title")).to_be_disabled()
+    banner.get_by_role("button", name="Restore").click()
+    expect(banner).to_be_hidden()
+    expect(pg.locator("#note-pane .ne-title")).to_be_enabled()
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["deleted_time"] is None
+
+
+def test_a_file_dropped_on_the_editor_is_uploaded_and_linked_where_it_fell(desk: Any, live: Live) -> None:
+    note = new_note(live, "Photos", "Look:\n")
+    open_note(desk, note["id"])
+    desk.evaluate("""() => {
+      const target = document.querySelector('#note-pane .cm-content');
+      const dt = new DataTransfer();
+      dt.items.add(new File([new Uint8Array([137, 80, 78, 71, 13, 10, 26, 10, 0, 0])], 'dot.png', {type: 'image/png'}));
+      const box = target.getBoundingClientRect();
+      target.dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true,
+        clientX: box.left + box.width - 4, clientY: box.top + box.height - 4}));
+    }""")
+    expect(desk.locator("#note-pane .cm-content")).to_contain_text("![dot.png](:/")
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    body = live.api("GET", f"/api/v1/notes/{note['id']}")["body"]
+    m = re.search(r"!\[dot\.png\]\(:/([0-9a-f]{32})\)", body)
+    assert m and body.startswith("Look:\n"), body
+    stored = httpx.get(f"{live.url}/attachments/{m.group(1)}", headers={"Authorization": f"Bearer {live.token}"})
+    assert stored.status_code == 200 and stored.content.startswith(b"\x89PNG")
+    desk.locator("#note-pane").get_by_role("button", name="Preview").click()
+    expect(desk.locator("#note-pane .ne-preview img")).to_have_count(1)
+
+
+def test_proposed_edits_show_inline_accept_is_one_undo_step_and_a_moved_anchor_is_refused(desk: Any, live: Live) -> None:
+    body = "We leave on Friday at nine.\nBring the tent."
+    note = new_note(live, "Trip plan", body)
+    open_note(desk, note["id"])
+    desk.evaluate("""(body) => {
+      window.__decisions = [];
+      const ed = NoteEditor.current.editor;
+      const at = (s) => body.indexOf(s);
+      ed.proposeEdits([
+        {id: 'day', from: at('Friday'), to: at('Friday') + 6, insert: 'Saturday', label: 'the day'},
+        {id: 'tent', from: at('tent'), to: at('tent') + 4, insert: 'big tent', label: 'the tent'},
+      ], {onDecision: (id, ok, reason) => window.__decisions.push([id, ok, reason || null])});
+    }""", body)
+    pane = desk.locator("#note-pane")
+    expect(pane.locator(".cm-nl-del", has_text="Friday")).to_be_visible()
+    expect(pane.locator(".cm-nl-proposal", has_text="Saturday")).to_be_visible()
+    expect(pane.get_by_role("button", name="Accept all proposed edits")).to_be_visible()
+    assert doc(desk) == body, "a proposal must not change the text before it is accepted"
+    pane.get_by_role("button", name="Accept edit: the day").click()
+    expect(pane.locator(".cm-nl-proposal", has_text="Saturday")).to_have_count(0)
+    assert doc(desk) == body.replace("Friday", "Saturday")
+    # Edit inside the tent proposal's text: its anchor no longer holds what it replaced.
+    desk.evaluate("""() => { const v = NoteEditor.current.editor.view; const p = v.state.doc.toString().indexOf('tent');
+      v.dispatch({changes: {from: p + 1, to: p + 2, insert: 'E'}, userEvent: 'input.type'}); }""")
+    pane.get_by_role("button", name="Accept edit: the tent").click()
+    expect(pane.locator(".cm-nl-proposal")).to_have_count(0)
+    decisions = desk.evaluate("window.__decisions")
+    assert decisions[0] == ["day", True, None]
+    assert decisions[1][:2] == ["tent", False] and "edited after it was proposed" in decisions[1][2], decisions
+    assert doc(desk) == "We leave on Saturday at nine.\nBring the tEnt."
+    # One undo takes back the typed letter, the next exactly the accepted edit.
+    pane.locator(".cm-content").focus()
+    desk.keyboard.press("Control+z")
+    assert doc(desk) == body.replace("Friday", "Saturday")
+    desk.keyboard.press("Control+z")
+    assert doc(desk) == body
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == body
