@@ -117,6 +117,8 @@ def choose(page: Any, name: str) -> None:
     toggle = page.locator("header.top .theme-toggle")
     toggle.click()
     expect(toggle).to_have_attribute("aria-expanded", "true")
+    size = "phone" if page.viewport_size["width"] < 500 else "desktop"
+    assert_in_view(page, "#theme-menu", size)
     expect(page.locator('#theme-menu [aria-pressed="true"]')).to_be_focused()  # the current choice
     switch(page, name).click()
     expect(page.locator("#theme-menu")).to_be_hidden()

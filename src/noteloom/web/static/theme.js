@@ -80,6 +80,8 @@
     const show = (open, refocus) => {
       menu.hidden = !open;
       toggle.setAttribute("aria-expanded", String(open));
+      // Opens leftwards under the button, or rightwards when the button is too near the left edge.
+      if (open) menu.classList.toggle("theme-menu-right", toggle.getBoundingClientRect().right < menu.offsetWidth + 8);
       if (open) (menu.querySelector('[aria-pressed="true"]') || menu.querySelector("button")).focus();
       else if (refocus) toggle.focus();
     };
