@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 from page_support import Live, served
 from playwright.sync_api import expect
@@ -269,3 +270,37 @@ def test_the_chat_works_by_keyboard_alone(open_page: Any) -> None:
     settled(page)
     expect(answer.locator(".branch-count")).to_have_text("2/2")
     expect(page.locator(".msg.user")).to_have_count(1)
+
+
+def _chat_via_api(live: Live, text: str) -> str:
+    """A conversation made over the API, its answer settled: its event stream ends then."""
+    sent = live.api("POST", "/api/v1/chat/send", json={"message": text})
+    events = httpx.get(f"{live.url}/api/v1/chat/messages/{sent['message_id']}/events",
+                       headers={"Authorization": f"Bearer {live.token}"}, timeout=120)
+    assert events.status_code == 200 and "event: done" in events.text, events.text[-500:]
+    return str(sent["conversation_id"])
+
+
+def test_the_trash_restores_and_empties_after_a_dry_run(open_page: Any, live: Live) -> None:
+    keep = _chat_via_api(live, "Restore me later")
+    purge = _chat_via_api(live, "Purge me for good")
+    for cid in (keep, purge):
+        live.api("DELETE", f"/api/v1/chat/conversations/{cid}")
+    page = open_page(DESKTOP)
+    page.click("#trash-open")
+    expect(page.locator("#threads-title")).to_have_text("Trash")
+    trash = page.locator("#thread-list")
+    expect(trash).to_contain_text("Restore me later")
+    expect(trash).to_contain_text("Purge me for good")
+    page.get_by_role("button", name="Restore Restore me later").click()
+    expect(trash).not_to_contain_text("Restore me later")
+    page.get_by_role("button", name="Empty trash…").click()
+    preview = page.locator(".purge-preview")
+    expect(preview).to_contain_text("Purge me for good — 2 messages")
+    deleted = live.api("GET", "/api/v1/chat/conversations?deleted=true")["conversations"]
+    assert [c["id"] for c in deleted] == [purge]  # the dry run removed nothing
+    preview.get_by_role("button", name="Empty trash").click()
+    expect(trash).to_contain_text("The trash is empty.")
+    assert live.api("GET", "/api/v1/chat/conversations?deleted=true")["conversations"] == []
+    page.click("#trash-open")
+    expect(page.locator("#thread-list")).to_contain_text("Restore me later")

@@ -24,7 +24,7 @@ from anyio import to_thread
 from noteloom import db
 from noteloom.access import sees_notebook
 from noteloom.attachments import Mode
-from noteloom.chat import branching
+from noteloom.chat import branching, trash
 from noteloom.chat import tables as t
 from noteloom.chat.attachments import (
     DEFAULT_MODE,
@@ -242,6 +242,10 @@ class ChatService:
         count, keys = await _thread(remove)
         await _thread(st.attachments.discard, keys)
         return count
+
+    async def empty_trash(self, user: User, *, dry_run: bool, keys: Keys | None = None) -> dict[str, Any]:
+        """What emptying the trash removes (counts and titles); without ``dry_run``, removes it."""
+        return await trash.empty(self, user, dry_run=dry_run, keys=keys)
 
     async def restore_conversation(self, user: User, conversation_id: str) -> Conversation:
         return await _thread(self.stores.conversations.restore, user.id, conversation_id)

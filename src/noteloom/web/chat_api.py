@@ -377,6 +377,29 @@ class ConversationDetail(ConversationOut):
     messages: list[MessageOut]
 
 
+class TrashItem(BaseModel):
+    id: str
+    title: str = Field(description="'Locked chat' for a protected one while your vault is locked.")
+    locked: bool
+    deleted_time: int | None
+    messages: int
+    attachments: int = Field(description="Attachment records.")
+    files: int = Field(description="Attachment files still stored (deleting a chat removes its files at once).")
+
+
+class TrashTotals(BaseModel):
+    conversations: int
+    messages: int
+    attachments: int
+    files: int
+
+
+class TrashOut(BaseModel):
+    dry_run: bool
+    conversations: list[TrashItem]
+    totals: TrashTotals
+
+
 class ConversationList(BaseModel):
     conversations: list[ConversationOut]
     search_locked: bool = Field(False, description="A search left your protected chats out because your vault "
@@ -796,6 +819,16 @@ def install(api: FastAPI, app: App) -> None:
         """Delete a conversation (hidden, restorable), or purge it for good with `permanent=true`."""
         await service_of(app).delete_conversation(user_of(request), conversation_id, permanent=permanent)
         return Response(status_code=204)
+
+    @r.delete("/trash", response_model=TrashOut)
+    async def empty_trash(
+        request: Request,
+        dry_run: Annotated[bool, Query(description="Say what would be removed, and remove nothing.")] = False,
+    ) -> dict[str, Any]:
+        """Empty your chat trash: every deleted conversation purged for good with its messages,
+        events, edits and attachments (rows and files). Answers what was removed (with
+        `dry_run=true`: what would be, changing nothing). 409 while one still runs a turn."""
+        return await service_of(app).empty_trash(user_of(request), dry_run=dry_run, keys=await keys_of(request, vault))
 
     @r.get(
         "/conversations/{conversation_id}/export",

@@ -33,6 +33,7 @@
     searchTimer: 0,
     noteTimer: 0,
     tick: 0,
+    trash: false,          // the list shows deleted conversations
   };
 
   // -- helpers ----------------------------------------------------------------------------
@@ -106,6 +107,7 @@
   // -- conversations ------------------------------------------------------------------------
 
   async function loadConversations() {
+    if (state.trash) return loadTrash();
     const q = $("thread-search").value.trim();
     const data = await api("GET", "/api/v1/chat/conversations" + (q ? `?search=${encodeURIComponent(q)}` : ""));
     const list = $("thread-list");
@@ -115,6 +117,71 @@
     if (!data.conversations.length) list.append(h("li", { class: "muted", text: q ? "No match." : "No conversations yet." }));
     // A search while the vault is locked leaves protected chats out: said, never whether they matched.
     if (data.search_locked && data.message) list.append(h("li", { class: "muted search-locked", text: data.message }));
+  }
+
+  // -- the trash: deleted conversations, restore, and emptying it after a dry run -------------
+
+  function toggleTrash() {
+    state.trash = !state.trash;
+    const b = $("trash-open");
+    b.setAttribute("aria-pressed", String(state.trash));
+    b.textContent = state.trash ? "Back to conversations" : "Trash";
+    $("threads-title").textContent = state.trash ? "Trash" : "Conversations";
+    $("thread-search").hidden = state.trash;
+    loadConversations();
+  }
+
+  async function loadTrash() {
+    const data = await api("GET", "/api/v1/chat/conversations?deleted=true&limit=500");
+    const list = $("thread-list");
+    list.replaceChildren();
+    if (!data.conversations.length) { list.append(h("li", { class: "muted", text: "The trash is empty." })); return; }
+    list.append(h("li", { class: "trash-head" }, h("button", { type: "button", class: "danger", id: "trash-empty",
+      text: "Empty trash…", onclick: previewPurge })));
+    for (const c of data.conversations) {
+      const li = h("li", { class: "trashed", "data-id": c.id },
+        h("span", { class: "thread trashed-title", text: c.title }),
+        h("button", { type: "button", class: "restore", text: "Restore", "aria-label": `Restore ${c.title}`,
+          onclick: async () => {
+            try {
+              await api("PATCH", `/api/v1/chat/conversations/${c.id}`, { deleted: false });
+              announce(`Restored “${c.title}”.`);
+              await loadTrash();
+              $("trash-empty")?.focus();
+            } catch (err) { announce(err.message); }
+          } }));
+      list.append(li);
+    }
+  }
+
+  // A dry run first: what emptying the trash removes, by title and count; then the real thing.
+  async function previewPurge() {
+    let preview;
+    try { preview = await api("DELETE", "/api/v1/chat/trash?dry_run=true"); } catch (err) { announce(err.message); return; }
+    const t = preview.totals;
+    const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+    const card = h("div", { class: "card error purge-preview", role: "group", "aria-labelledby": "purge-title" },
+      h("h3", { id: "purge-title", text: "Empty the trash for good?" }),
+      h("p", { text: `This removes ${plural(t.conversations, "conversation", "conversations")}, `
+        + `${plural(t.messages, "message", "messages")} and ${plural(t.attachments, "attachment", "attachments")}`
+        + (t.files ? ` (${plural(t.files, "file", "files")} stored)` : "") + ". It cannot be undone." }),
+      h("ul", {}, ...preview.conversations.map((c) => h("li", {
+        text: `${c.title} — ${plural(c.messages, "message", "messages")}`
+          + (c.attachments ? `, ${plural(c.attachments, "attachment", "attachments")}` : "") }))));
+    const status = h("span", { class: "muted", role: "status" });
+    const yes = h("button", { type: "button", class: "danger", text: "Empty trash", onclick: async () => {
+      try {
+        const done = await api("DELETE", "/api/v1/chat/trash");
+        announce(`Trash emptied: ${plural(done.totals.conversations, "conversation", "conversations")} removed.`);
+        await loadTrash();
+        $("trash-open").focus();
+      } catch (err) { status.textContent = err.message; }
+    } });
+    const no = h("button", { type: "button", text: "Cancel", onclick: async () => { await loadTrash(); $("trash-empty")?.focus(); } });
+    card.append(h("div", { class: "actions" }, yes, no, status));
+    const head = $("thread-list").querySelector(".trash-head");
+    head.replaceChildren(card);
+    yes.focus();
   }
 
   function threadItem(c) {
@@ -1561,7 +1628,8 @@
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); if (!state.run) sendMessage($("message").value, true); }
       if (e.key === "Escape" && state.run) { e.preventDefault(); cancelRun(); }
     });
-    $("new-chat").addEventListener("click", () => newChat());
+    $("new-chat").addEventListener("click", () => { if (state.trash) toggleTrash(); newChat(); });
+    $("trash-open").addEventListener("click", toggleTrash);
     $("attach-open").addEventListener("click", () => $("attach-input").click());
     $("attach-input").addEventListener("change", (e) => {
       addFiles(Array.from(e.target.files));
