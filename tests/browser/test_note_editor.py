@@ -118,6 +118,18 @@ def test_typing_autosaves_with_a_polite_status_and_a_reload_shows_the_text(desk:
     assert doc(desk).endswith("second line now")
 
 
+def test_fenced_code_in_the_editor_is_highlighted_in_its_language(desk: Any, live: Live) -> None:
+    note = new_note(live, "Code", "Plain words here.\n\n```python\ndef plan():\n    return 'tent'\n```\n")
+    open_note(desk, note["id"])
+    colour = "(sel) => getComputedStyle(document.evaluate(sel, document, null, 9, null).singleNodeValue).color"
+    plain = desk.evaluate(colour, "//div[contains(@class,'cm-line')][contains(., 'Plain words')]")
+    keyword = desk.locator("#note-pane .cm-line span", has_text=re.compile("^def$"))
+    string = desk.locator("#note-pane .cm-line span", has_text=re.compile("^'tent'$"))
+    expect(keyword).to_have_count(1)
+    expect(string).to_have_count(1)
+    assert len({plain, keyword.evaluate("e => getComputedStyle(e).color"), string.evaluate("e => getComputedStyle(e).color")}) == 3
+
+
 def test_leaving_the_note_right_after_typing_saves_the_text_first(phone: Any, live: Live) -> None:
     note = new_note(live, "Leave me", "start")
     open_note(phone, note["id"])
@@ -205,6 +217,7 @@ def test_history_shows_a_diff_against_the_current_text_and_restores(desk: Any, l
     expect(diff.locator("del")).to_have_text(re.compile("old middle"))
     expect(diff.locator("ins")).to_have_text(re.compile("new middle"))
     expect(diff.locator(".ne-same", has_text="line one")).to_have_count(1)
+    assert diff.inner_text().index("old middle") < diff.inner_text().index("new middle"), "removed lines come first"
     history.get_by_role("button", name="Restore this version").click()
     expect(history).to_be_hidden()
     expect(pane.locator(".cm-content")).to_contain_text("old middle")
@@ -289,3 +302,64 @@ def test_proposed_edits_show_inline_accept_is_one_undo_step_and_a_moved_anchor_i
     assert doc(desk) == body
     expect(desk.locator(STATUS)).to_have_text("Saved")
     assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == body
+
+
+AXE = Path(__file__).with_name("vendor") / "axe.min.js"
+RUN_AXE = """async () => {
+  const r = await axe.run('#note-pane', { resultTypes: ['violations'] });
+  return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id}: ${v.help}: ` + v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join('; '));
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_pane_with_its_panels_open_has_no_serious_accessibility_violation(
+    browser: Any, live: Live, scheme: str, request: pytest.FixtureRequest
+) -> None:
+    context = browser.new_context(viewport=DESK, color_scheme=scheme)
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(f"script error: {e}"))
+    found: dict[str, list[str]] = {}
+
+    def scan(name: str) -> None:
+        if not pg.evaluate("typeof axe !== 'undefined'"):
+            pg.evaluate(AXE.read_text(encoding="utf-8"))  # through DevTools: the CSP refuses inline script
+        found[name] = pg.evaluate(RUN_AXE)
+
+    try:
+        note = new_note(live, f"Checked in {scheme}", "# Check\n\nline one\nline two")
+        live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "# Check\n\nline one\nline 2", "tags": ["a11y"]})
+        pg.goto(live.page_url("/"))
+        expect(pg.locator("#sign-out")).to_be_visible()
+        open_note(pg, note["id"])
+        pane = pg.locator("#note-pane")
+        pg.evaluate("NoteEditor.current.editor.proposeEdits([{id: 'x', from: 2, to: 7, insert: 'Review', label: 'title'}])")
+        expect(pane.locator(".cm-nl-proposal")).to_be_visible()
+        pane.get_by_label("To-do").check()
+        expect(pane.get_by_label("Due")).to_be_visible()
+        pane.get_by_role("button", name="History").click()
+        pane.locator(".ne-revision").first.click()
+        expect(pane.locator(".ne-diff")).to_be_visible()
+        scan("editor with a proposal, to-do and history")
+        pg.evaluate("NoteEditor.current.editor.rejectAll()")
+        live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "changed elsewhere"})
+        type_at_end(pg, "!")
+        expect(pane.locator(".ne-conflict")).to_be_visible()
+        scan("conflict")
+        pane.get_by_role("button", name="Take theirs").click()
+        pane.get_by_role("button", name="Preview").click()
+        expect(pane.locator(".ne-preview")).to_be_visible()
+        scan("preview")
+        live.api("DELETE", f"/api/v1/notes/{note['id']}")
+        pg.reload()
+        expect(pg.locator("#note-pane .ne-banner")).to_be_visible()
+        scan("in the trash")
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"note-editor-{request.node.name}.png"))
+        context.close()
+    assert not errors, errors
+    assert len(found) == 4
+    assert not [v for vs in found.values() for v in vs], found

@@ -51,8 +51,8 @@
       let i = 0, j = 0;
       while (i < n || j < m) {
         if (i < n && j < m && x[i] === y[j]) { out.push([" ", x[i]]); i++; j++; }
-        else if (j < m && (i === n || L[i * w + j + 1] >= L[(i + 1) * w + j])) { out.push(["+", y[j]]); j++; }
-        else { out.push(["-", x[i]]); i++; }
+        else if (i < n && (j === m || L[(i + 1) * w + j] >= L[i * w + j + 1])) { out.push(["-", x[i]]); i++; }
+        else { out.push(["+", y[j]]); j++; }
       }
     }
     out.push(...a.slice(a.length - suf).map((l) => [" ", l]));
@@ -94,9 +94,8 @@
     const root = h("div", { class: "ne", "data-note": id });
 
     // -- the pieces ----------------------------------------------------------------------
-    el.banner = h("div", { class: "ne-banner", role: "alert", hidden: true },
-      h("span", { text: "This note is in the trash." }), " ",
-      el.restoreTrash = h("button", { type: "button", class: "ne-restore-trash", text: "Restore" }));
+    el.banner = h("div", { class: "ne-banner", role: "alert", hidden: true });
+    el.restoreTrash = h("button", { type: "button", class: "ne-restore-trash", text: "Restore" });
     el.title = h("input", { class: "ne-title", type: "text", maxlength: "1000", "aria-label": "Title", value: note.title });
     el.title.value = note.title;
     el.status = h("span", { class: "ne-status", role: "status", "aria-live": "polite" });
@@ -162,6 +161,9 @@
           onclick: () => setTags((s.note.tags || []).filter((x) => x !== t)) }))));
       const trashed = n.deleted_time !== null && n.deleted_time !== undefined;
       el.banner.hidden = !trashed;
+      // Empty while hidden: its words are not the note's (nor a page search's) text.
+      if (trashed) el.banner.replaceChildren(h("span", { text: "This note is in the trash." }), " ", el.restoreTrash);
+      else el.banner.replaceChildren();
       root.classList.toggle("ne-trashed", trashed);
       for (const b of [el.title, el.todo, el.done, el.due, el.tagInput, el.attachBtn, el.trashBtn]) b.disabled = trashed;
       editor.setReadOnly(trashed);
@@ -432,12 +434,12 @@
         return;
       }
       const titleLine = rev.title !== el.title.value ? h("p", { class: "ne-diff-title", text: `Title then: ${rev.title}` }) : null;
-      detail.replaceChildren(
+      detail.replaceChildren(...[
         h("h3", { text: `Changes from ${NL.when(r.version_time)} to now` }),
         titleLine,
         diffView(rev.body, editor.getDoc()),
         h("button", { type: "button", class: "primary ne-revision-restore", text: "Restore this version",
-          onclick: () => restoreRevision(r.id) }));
+          onclick: () => restoreRevision(r.id) })].filter(Boolean));
     }
 
     async function restoreRevision(revId) {
