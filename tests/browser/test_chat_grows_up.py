@@ -54,6 +54,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         path = scripts_dir / f"{name}.json"
         path.write_text(json.dumps({**script, "loop": True}), encoding="utf-8")
         tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
+    # A provider that cannot be used (its key variable is unset): listed in the picker, disabled.
+    tables.append('[providers.claude]\ntype = "anthropic"\napi_key_env = "NOTELOOM_TEST_UNSET_KEY"\n')
     (home / "noteloom.toml").write_text('[providers]\ndefault = "stream"\n\n' + "\n".join(tables), encoding="utf-8")
     with served(home) as url:
         yield Live(url, token, home, {})
@@ -304,3 +306,15 @@ def test_the_trash_restores_and_empties_after_a_dry_run(open_page: Any, live: Li
     assert live.api("GET", "/api/v1/chat/conversations?deleted=true")["conversations"] == []
     page.click("#trash-open")
     expect(page.locator("#thread-list")).to_contain_text("Restore me later")
+
+
+def test_the_model_picker_lists_every_provider_with_private_marked(open_page: Any) -> None:
+    page = open_page(PHONE)
+    page.click("#settings-open")
+    picker = page.locator("#set-model")
+    expect(picker.locator('optgroup[label="long · private"] option')).to_have_text("long:script (private)")
+    unusable = picker.locator('optgroup[label^="claude · not available"]')
+    expect(unusable).to_have_attribute("label", re.compile(r"NOTELOOM_TEST_UNSET_KEY"))
+    expect(unusable.locator("option")).to_be_disabled()
+    page.select_option("#set-model", "count:script")
+    expect(picker).to_have_value("count:script")

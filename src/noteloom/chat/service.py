@@ -311,10 +311,16 @@ class ChatService:
         """The models the settings drawer offers, and the defaults for the controls."""
         providers = providers_of(self.host)
         options: list[dict[str, Any]] = []
+        configured: list[dict[str, Any]] = []
         for info in providers.describe():
+            names = list(dict.fromkeys([*( [info.default_model] if info.default_model else []), *info.models]))
+            # Every configured provider, usable or not (then with the reason), so a picker can
+            # show why a model it expected is missing; only usable ones' models are options.
+            configured.append({"name": info.name, "type": info.type, "ready": bool(info.ready),
+                               "problem": None if info.ready else info.problem,
+                               "private": bool(info.private), "models": [f"{info.name}:{m}" for m in names]})
             if not info.ready:
                 continue
-            names = list(dict.fromkeys([*( [info.default_model] if info.default_model else []), *info.models]))
             # "local" is the older name of "private", kept for clients that read it.
             options += [{"id": f"{info.name}:{m}", "provider": info.name, "private": bool(info.private),
                          "local": bool(info.private)} for m in names]
@@ -329,6 +335,7 @@ class ChatService:
         return {
             "default_model": default,
             "models": options,
+            "providers": configured,
             "defaults": {"temperature": d.temperature, "top_p": d.top_p,
                          "max_tokens": d.max_tokens if d.max_tokens is not None else b.max_output_tokens,
                          "thinking_level": d.thinking_level,

@@ -431,9 +431,20 @@ class ModelOption(BaseModel):
     capabilities: CapabilitiesOut
 
 
+class ProviderOut(BaseModel):
+    name: str
+    type: str
+    ready: bool = Field(description="Usable now; when false, problem says why (a missing key, a bad setting).")
+    problem: str | None
+    private: bool = Field(description="Traffic to it stays private (a server of your own, or private = true).")
+    models: list[str] = Field(description="Its models as provider:model (options only when ready).")
+
+
 class ModelsOut(BaseModel):
     default_model: str | None
     models: list[ModelOption]
+    providers: list[ProviderOut] = Field(default_factory=list, description="Every configured provider, usable "
+                                         "or not.")
     defaults: dict[str, Any]
     capabilities: dict[str, bool] = Field(default_factory=dict,
                                           description="What each capability left to its default (null) is.")

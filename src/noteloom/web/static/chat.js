@@ -1323,10 +1323,28 @@
     if (ask) select.append(h("option", { value: NO_MODEL, disabled: true, text: "Choose a private model" }));
     if (!fortress || choiceIsPrivate("")) select.append(h("option", { value: "", text: `Default (${def || "none configured"})` }));
     const ids = new Set();
+    // One group per configured provider, private ones marked; one that cannot be used is shown
+    // with its reason and its models disabled (a fortress chat lists private models only).
+    const groups = new Map();
+    const groupOf = (name, label) => {
+      if (!groups.has(name)) { const g = h("optgroup", { label }); groups.set(name, g); select.append(g); }
+      return groups.get(name);
+    };
+    const providers = state.models.providers || [];
+    const privateOf = new Map(providers.map((p) => [p.name, p.private]));
+    const label = (p) => `${p.name}${p.private ? " · private" : ""}`;
     for (const m of state.models.models) {
       if (fortress && !m.private) continue;
       ids.add(m.id);
-      select.append(h("option", { value: m.id, text: m.id + (m.private ? " (private)" : ""), "data-private": String(Boolean(m.private)) }));
+      const group = groupOf(m.provider, label({ name: m.provider, private: privateOf.has(m.provider) ? privateOf.get(m.provider) : m.private }));
+      group.append(h("option", { value: m.id, text: m.id + (m.private ? " (private)" : ""), "data-private": String(Boolean(m.private)) }));
+    }
+    for (const p of providers) {
+      if (p.ready || (fortress && !p.private)) continue;
+      const group = groupOf(p.name, `${label(p)} · not available: ${p.problem || "not configured"}`);
+      for (const id of p.models.length ? p.models : [`${p.name}:…`]) {
+        group.append(h("option", { value: `unavailable:${id}`, disabled: true, text: id + (p.private ? " (private)" : "") }));
+      }
     }
     if (chosen && !ids.has(chosen) && !fortress) select.append(h("option", { value: chosen, text: chosen }));
     select.value = ask ? NO_MODEL : chosen;
