@@ -363,3 +363,31 @@ def test_the_pane_with_its_panels_open_has_no_serious_accessibility_violation(
     assert not errors, errors
     assert len(found) == 4
     assert not [v for vs in found.values() for v in vs], found
+
+
+def test_opening_a_note_at_a_section_scrolls_the_editor_to_its_heading(phone: Any, live: Live) -> None:
+    filler = "\n\n".join(f"Paragraph {i} says little." for i in range(120))
+    note = new_note(live, "Long", f"# Long\n\n{filler}\n\n## Packing list\n\nThe tent.\n")
+    phone.evaluate("id => { history.pushState({}, '', '/notes/' + id + '?section=Packing%20list');"
+                   " dispatchEvent(new PopStateEvent('popstate')); }", note["id"])
+    heading = phone.locator("#note-pane .cm-line", has_text="## Packing list")
+    expect(heading).to_be_in_viewport()
+    expect(phone.locator("#note-pane .cm-line", has_text="Paragraph 0 says")).not_to_be_in_viewport()
+
+
+def test_an_edit_proposed_through_the_pane_is_saved_as_its_own_revision(phone: Any, live: Live) -> None:
+    note = new_note(live, "Revisions", "Pack the stove.")
+    open_note(phone, note["id"])
+    type_at_end(phone, " And fuel.")
+    phone.evaluate("""() => NoteEditor.current.proposeEdits(
+      [{id: 'p', from: 9, to: 14, insert: 'big stove', label: 'stove'}])""")
+    expect(phone.locator(STATUS)).to_have_text("Saved")  # the typing was saved before the proposal showed
+    typed = "Pack the stove. And fuel."
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == typed
+    phone.locator("#note-pane").get_by_role("button", name="Accept edit: stove").click()
+    expect(phone.locator("#note-pane .cm-nl-proposal")).to_have_count(0)
+    expect(phone.locator(STATUS)).to_have_text("Saved")
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "Pack the big stove. And fuel."
+    revisions = live.api("GET", f"/api/v1/notes/{note['id']}/revisions")["revisions"]
+    newest = live.api("GET", f"/api/v1/notes/{note['id']}/revisions/{revisions[0]['id']}")
+    assert newest["body"] == typed and len(revisions) == 2

@@ -4,7 +4,9 @@
 //
 //   NoteEditor.open(container, noteId, {onSaved(note), onTitle(title), onTrashed(), onMissing(),
 //                   onSelection({from, to, head, text}), section}) -> Promise<handle | null>
-//   handle: {flush(): Promise, dirty(): boolean, close(), editor, noteId, note()}
+//   handle: {flush(): Promise (rejects while text stays unsaved), dirty(): boolean, close(),
+//            editor (the NoteloomEditor handle), noteId, note(), proposeEdits(edits, {onDecision}),
+//            adopt(note), scrollToSection(section)}
 //   NoteEditor.current: the handle of the pane open now (null when none).
 //
 // Saving: ~1 s after the last change, when the editor loses focus, on flush, and at once on
@@ -546,7 +548,30 @@
       if (current === handle) { current = null; NoteEditor.current = null; }
     }
 
-    const handle = { flush, dirty, close, editor, noteId: id, note: () => s.note };
+    // Proposed edits for the pane's note: unsaved text is saved first and an accepted edit
+    // at once, so the edit is its own revision as well as its own undo step.
+    async function proposeEdits(edits, o = {}) {
+      await flush().catch(() => {});
+      editor.proposeEdits(edits, { onDecision: (eid, ok, reason) => {
+        if (ok) save().catch(() => {});
+        if (o.onDecision) o.onDecision(eid, ok, reason);
+      } });
+    }
+
+    // A version of this note saved by someone else on the user's behalf (the chat applied an
+    // edit the editor shows too): the new base, so the next save does not read as a conflict.
+    function adopt(saved) {
+      if (!saved || saved.id !== id) return;
+      s.note = { ...s.note, ...saved };
+      if (editor.getDoc() === saved.body) s.savedBody = saved.body;
+      if (el.title.value === saved.title) s.savedTitle = saved.title;
+      showMeta();
+      setStatus(dirty() ? "dirty" : "saved");
+    }
+
+    function scrollToSection(section) { return editor.scrollToHeading(section); }
+
+    const handle = { flush, dirty, close, editor, noteId: id, note: () => s.note, proposeEdits, adopt, scrollToSection };
     current = handle;
     NoteEditor.current = handle;
 
