@@ -125,8 +125,7 @@ class ErrorPages:
         self.routes = routes
 
     def _routed(self, scope: Scope) -> bool:
-        probe = {**scope, "type": "http"}
-        return any(route.matches(probe)[0] is not Match.NONE for route in self.routes())
+        return any(route.matches(scope)[0] is not Match.NONE for route in self.routes())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
