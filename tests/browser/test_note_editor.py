@@ -391,3 +391,36 @@ def test_an_edit_proposed_through_the_pane_is_saved_as_its_own_revision(phone: A
     revisions = live.api("GET", f"/api/v1/notes/{note['id']}/revisions")["revisions"]
     newest = live.api("GET", f"/api/v1/notes/{note['id']}/revisions/{revisions[0]['id']}")
     assert newest["body"] == typed and len(revisions) == 2
+
+
+def test_text_that_could_not_be_saved_is_guarded_on_leaving_and_offered_back_after_a_reload(
+    browser: Any, live: Live, request: pytest.FixtureRequest
+) -> None:
+    context = browser.new_context(viewport=DESK)
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    dialogs: list[str] = []
+    errors: list[str] = []
+    pg.on("dialog", lambda d: (dialogs.append(d.type), d.accept()))
+    pg.on("pageerror", lambda e: errors.append(f"script error: {e}"))
+    try:
+        note = new_note(live, "Offline", "kept")
+        pg.goto(live.page_url("/"))
+        expect(pg.locator("#sign-out")).to_be_visible()
+        open_note(pg, note["id"])
+        refuse = lambda route: route.abort() if route.request.method == "PATCH" else route.continue_()  # noqa: E731
+        pg.route(f"**/api/v1/notes/{note['id']}", refuse)
+        type_at_end(pg, " and typed while the server was away")
+        expect(pg.locator("#note-pane .ne-error")).to_contain_text("Not saved")
+        expect(pg.locator(STATUS)).to_have_text("Unsaved changes")
+        pg.unroute(f"**/api/v1/notes/{note['id']}")
+        pg.reload()
+        assert "beforeunload" in dialogs, dialogs
+        expect(pg.locator("#note-pane .cm-content")).to_contain_text("kept and typed while the server was away")
+        expect(pg.locator(STATUS)).to_have_text("Saved")
+        assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "kept and typed while the server was away"
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"note-editor-{request.node.name}.png"))
+        context.close()
+    assert not errors, errors
