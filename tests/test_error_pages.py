@@ -133,6 +133,8 @@ async def test_an_unknown_address_is_the_404_page_signed_in_or_not(app: App) -> 
             assert is_page(await c.get(path, headers={**NAVIGATE, **bearer}), 404), path
         page = await c.get("/nope", headers=NAVIGATE)
         assert "Check the address" in page.text and 'href="/">Go to your notes</a>' in page.text
+        head = await c.head("/nope", headers=NAVIGATE)
+        assert head.status_code == 404 and head.content == b"" and head.headers["content-type"].startswith("text/html")
 
 
 @pytest.mark.anyio
