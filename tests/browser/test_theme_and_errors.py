@@ -311,3 +311,16 @@ def test_a_runs_status_is_announced_politely_once_per_change(open_page: Any, liv
     said = page.evaluate("window.said")
     assert said[0] == "Run started." and said[-1] == "Run succeeded.", said
     assert all(a != b for a, b in pairwise(said)) and len(said) <= 4, said
+
+
+def test_a_choice_made_in_one_tab_applies_in_the_others(open_page: Any, live: Live) -> None:
+    first = open_page(color_scheme="light")
+    first.goto(live.url + "/nope")
+    second = first.context.new_page()
+    second.goto(live.url + "/")
+    expect(second.locator("header.top .theme-toggle")).to_be_visible()
+    choose(first, "Dark")
+    expect(second.locator("html")).to_have_attribute("data-theme", "dark")
+    assert background(second) == DARK_BG
+    expect(switch(second, "Dark")).to_have_attribute("aria-pressed", "true")
+    expect(second.locator("header.top .theme-toggle")).to_have_accessible_name("Colour theme: Dark")
