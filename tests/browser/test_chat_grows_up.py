@@ -29,8 +29,13 @@ LONG_TEXT = ("The plan is **simple**: leave on Friday, drive north, camp by the 
 LONG = LONG_TEXT.split(" ")
 
 
-def _scripts() -> dict[str, dict[str, Any]]:
+def _scripts(notes: dict[str, str]) -> dict[str, dict[str, Any]]:
     return {
+        "confirm": {"steps": [
+            {"text": "I will move it to the trash.",
+             "tool_calls": [{"name": "delete_note", "arguments": {"id": notes["old"]}}]},
+            {"text": "Done."},
+        ]},
         "stream": {"steps": [{"chunks": ["Sure: ", "pack the ", "tent."], "chunk_delay": 0.02}]},
         # Slow enough to reload the page in the middle of it on a loaded machine.
         "long": {"steps": [{"chunks": [w + " " for w in LONG], "chunk_delay": 0.25}]},
@@ -46,11 +51,15 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     scripts_dir.mkdir()
     app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
     try:
+        ws = app.workspace
+        travel = ws.create_notebook("Travel")
+        notes = {"old": ws.create_note("Old packing list", "- socks", notebook_id=travel.id).id}
+        app.registry.set_enabled(ws, "delete_note", True)
         token = access_token(app)
     finally:
         app.close()
     tables = []
-    for name, script in _scripts().items():
+    for name, script in _scripts(notes).items():
         path = scripts_dir / f"{name}.json"
         path.write_text(json.dumps({**script, "loop": True}), encoding="utf-8")
         tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
@@ -58,7 +67,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     tables.append('[providers.claude]\ntype = "anthropic"\napi_key_env = "NOTELOOM_TEST_UNSET_KEY"\n')
     (home / "noteloom.toml").write_text('[providers]\ndefault = "stream"\n\n' + "\n".join(tables), encoding="utf-8")
     with served(home) as url:
-        yield Live(url, token, home, {})
+        yield Live(url, token, home, notes)
 
 
 @pytest.fixture
@@ -318,3 +327,17 @@ def test_the_model_picker_lists_every_provider_with_private_marked(open_page: An
     expect(unusable.locator("option")).to_be_disabled()
     page.select_option("#set-model", "count:script")
     expect(picker).to_have_value("count:script")
+
+
+def test_a_confirmation_card_names_the_note_by_title_and_notebook(open_page: Any, live: Live) -> None:
+    page = open_page(PHONE)
+    pick_model(page, "confirm")
+    send(page, "Bin the old list")
+    card = page.locator(".card.confirm")
+    expect(card.locator(".named li")).to_have_text("“Old packing list” in Travel")
+    expect(card.locator("p")).to_contain_text("Old packing list")
+    for part in ("h3", "p", ".named"):  # the raw arguments stay folded under "Arguments"
+        expect(card.locator(part)).not_to_contain_text(live.notes["old"])
+    card.get_by_role("button", name="Decline").click()
+    expect(page.locator(".card.confirm")).to_have_count(0)
+    settled(page)
