@@ -39,7 +39,7 @@ async def test_a_patch_sets_tags_and_to_do_fields_and_keeps_the_version_guard(ap
         cleared = (await c.patch(f"/api/v1/notes/{note.id}", json={"todo_due": None, "tags": []})).json()
         assert cleared["todo_due"] is None and cleared["tags"] == [] and cleared["todo_completed"] == 1_700_000_000_000
         for bad, field in (({"tags": "trip"}, "tags"), ({"tags": [""]}, "tags.0"), ({"todo_due": -1}, "todo_due"),
-                           ({"is_todo": "yes"}, "is_todo"), ({"tags": ["x"] * 201}, "tags")):
+                           ({"is_todo": "yes"}, "is_todo"), ({"tags": ["x"] * 201}, "tags"), ({"tags": ["  "]}, "tag")):
             r = await c.patch(f"/api/v1/notes/{note.id}", json=bad)
             assert r.status_code == 422 and r.json()["field"] == field, (bad, r.text)
 
