@@ -260,6 +260,15 @@ def test_a_file_dropped_on_the_editor_is_uploaded_and_linked_where_it_fell(desk:
     assert m and body.startswith("Look:\n"), body
     stored = httpx.get(f"{live.url}/attachments/{m.group(1)}", headers={"Authorization": f"Bearer {live.token}"})
     assert stored.status_code == 200 and stored.content.startswith(b"\x89PNG")
+    # Or picked with the button: a file that is not an image is a plain link at the cursor.
+    desk.locator("#note-pane .cm-content").click()
+    desk.keyboard.press("Control+End")
+    with desk.expect_file_chooser() as chooser:
+        desk.locator("#note-pane").get_by_role("button", name="Attach file").click()
+    chooser.value.set_files(files=[{"name": "list.txt", "mimeType": "text/plain", "buffer": b"socks"}])
+    expect(desk.locator("#note-pane .cm-content")).to_contain_text(re.compile(r"(?<!!)\[list\.txt\]\(:/[0-9a-f]{32}\)"))
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert "[list.txt](:/" in live.api("GET", f"/api/v1/notes/{note['id']}")["body"]
     desk.locator("#note-pane").get_by_role("button", name="Preview").click()
     expect(desk.locator("#note-pane .ne-preview img")).to_have_count(1)
 
