@@ -209,3 +209,5 @@ async def test_a_sealed_chats_branches_stay_sealed(any_app: App) -> None:
         assert (await c.post(f"/api/v1/chat/messages/{msgs[1]['id']}/regenerate")).status_code == 423
         assert (await c.post(f"/api/v1/chat/messages/{msgs[0]['id']}/edit", json={"message": "x"})).status_code == 423
         assert (await c.post(f"/api/v1/chat/messages/{msgs[0]['branch']['ids'][0]}/show")).status_code == 423
+        assert (await c.post("/api/v1/vault/unlock", json={"passphrase": PASS})).status_code == 200
+        assert [m["id"] for m in await shown(c, cid)] == [m["id"] for m in msgs]  # the refused switch changed nothing

@@ -112,12 +112,16 @@ async def edit_and_resend(chat: ChatService, user: User, message_id: str, text: 
     return SendResult(conv.id, answer.id, answer.status, asked.id, False, warning)
 
 
-async def show(chat: ChatService, user: User, message_id: str) -> str:
-    """Make the path through ``message_id`` the one its conversation shows; the conversation's id."""
+async def show(chat: ChatService, user: User, message_id: str, keys: Keys | None = None) -> str:
+    """Make the path through ``message_id`` the one its conversation shows; the conversation's
+    id. A protected chat needs ``keys`` (``Locked``, nothing changed, without them)."""
     from noteloom.chat.service import _thread
 
     def switch() -> str:
         with chat.host.workspace.write() as c:
+            msg = chat.stores.transcript.get(user.id, message_id, conn=c)
+            if chat.stores.conversations.get(user.id, msg.conversation_id, keys=keys, conn=c).locked:
+                raise locked_error()
             return chat.stores.transcript.show_branch(user.id, message_id, conn=c)
 
     return await _thread(switch)

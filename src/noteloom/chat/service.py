@@ -280,7 +280,7 @@ class ChatService:
 
     async def show_branch(self, user: User, message_id: str, keys: Keys | None = None) -> dict[str, Any]:
         """Show the path through ``message_id``; the conversation as :meth:`conversation` shows it."""
-        return await self.conversation(user, await branching.show(self, user, message_id), keys)
+        return await self.conversation(user, await branching.show(self, user, message_id, keys), keys)
 
     async def delete_turn(self, user: User, message_id: str) -> list[str]:
         """Delete a question with its answers (or a command's note); the ids removed."""
