@@ -341,3 +341,24 @@ def test_a_confirmation_card_names_the_note_by_title_and_notebook(open_page: Any
     card.get_by_role("button", name="Decline").click()
     expect(page.locator(".card.confirm")).to_have_count(0)
     settled(page)
+
+
+def test_one_turn_is_deleted_and_the_rest_of_the_chat_stays(open_page: Any) -> None:
+    page = open_page(PHONE)
+    send(page, "First question")
+    settled(page)
+    send(page, "Second question")
+    expect(page.locator(".msg.user")).to_have_count(2)
+    settled(page)
+    first = page.locator(".msg.user").first
+    first.get_by_role("button", name="Delete this question and its answer").click()
+    first.get_by_role("button", name="Keep").click()  # changing one's mind keeps it
+    expect(page.locator(".msg.user")).to_have_count(2)
+    page.locator(".msg.user").first.get_by_role("button", name="Delete this question and its answer").click()
+    page.locator(".msg.user").first.locator(".msg-actions").get_by_role("button", name="Delete", exact=True).click()
+    expect(page.locator(".msg.user")).to_have_count(1)
+    expect(page.locator(".msg.user .bubble")).to_have_text("Second question")
+    expect(page.locator(".msg.assistant")).to_have_count(1)
+    page.reload()
+    expect(page.locator(".msg.user .bubble")).to_have_text("Second question")
+    expect(page.locator(".msg.assistant")).to_have_count(1)
