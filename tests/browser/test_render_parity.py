@@ -216,30 +216,50 @@ def test_clicking_a_task_saves_it_into_the_note(page: Any, live: Live) -> None:
 
 
 def test_a_streaming_reply_stays_well_formed_and_safe(page: Any) -> None:
-    reply = ("Here is the plan.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n" + "Some prose line with *emphasis*.\n\n" * 300
+    reply = ("Here is the plan.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n- two\n\n  still two\n\n1. first\n\n"
+             "2. second\n\n> quoted\n\nquote over\n\n$$\na\n\nb\n$$\n\n```js\nlet a = 1;\n\nlet b = 2;\n```\n\n"
+             + "Some prose line with *emphasis* and $x^2$.\n\n" * 300
              + "<img src=x onerror=\"window.pwned=1\">\n\n```python\nfor i in range(3):\n    print('<b>', i)\n"
              + "# still in the fence\n" * 100)
-    assert len(reply) > 10_000
+    assert len(reply) > 15_000
     result = page.evaluate("""async (reply) => {
         const el = document.getElementById('out');
         const problems = [];
         let first = null;
+        let middle = null;
         for (let end = 20; end < reply.length + 137; end += 137) {
             await NoteloomRender.renderStreaming(el, reply.slice(0, end));
             if (first === null && el.firstElementChild) first = el.firstElementChild;
+            if (middle === null && el.children.length > 40) middle = el.children[30];
             if (el.querySelector('script, [onerror], [onclick]')) problems.push('unsafe at ' + end);
-            if (el.querySelectorAll('pre').length > 1) problems.push('pre split at ' + end);
+            if (el.querySelectorAll('pre').length > 2) problems.push('pre split at ' + end);
         }
-        return { problems, kept: first === el.firstElementChild, pwned: window.pwned === undefined ? null : window.pwned,
+        // What the stream drew is what rendering the whole text at once gives (block by block).
+        const whole = document.createElement('template');
+        whole.innerHTML = NoteloomRender.render(reply);
+        const source = (c) => {  // math as its TeX (KaTeX drew it in the stream)
+            const copy = c.cloneNode(true);
+            for (const m of [copy, ...copy.querySelectorAll('[data-tex]')]) if (m.dataset.tex) m.textContent = m.dataset.tex;
+            return copy.textContent.replace(/\\s+/g, ' ');
+        };
+        const blocks = (root) => [...root.children].map((c) => c.nodeName + ':' + source(c));
+        const drawn = blocks(el);
+        const expected = blocks(whole.content);
+        const at = drawn.findIndex((b, i) => b !== expected[i]);
+        return { problems, same: JSON.stringify(drawn) === JSON.stringify(expected), drawn: drawn.slice(at, at + 3),
+                 expected: expected.slice(at, at + 3), kept: first === el.firstElementChild && el.contains(middle),
+                 pwned: window.pwned === undefined ? null : window.pwned,
                  pres: el.querySelectorAll('pre').length, last: el.lastElementChild.nodeName,
-                 code: el.querySelector('pre code').textContent, highlighted: !!el.querySelector('pre code.hljs'),
+                 code: el.lastElementChild.textContent, highlighted: el.querySelectorAll('pre code.hljs').length,
                  table: el.querySelectorAll('table td').length };
     }""", reply)
     assert result["problems"] == [] and result["pwned"] is None
-    assert result["kept"], "the first block was rebuilt although its text never changed"
-    assert result["pres"] == 1 and result["last"] == "PRE" and result["table"] == 2
+    assert result["same"], (result["drawn"], result["expected"])
+    assert result["kept"], "finished blocks were rebuilt although their text never changed"
+    assert result["pres"] == 2 and result["last"] == "PRE" and result["table"] == 2
     assert result["code"].startswith("for i in range(3):") and result["code"].count("# still in the fence") == 100
-    assert result["highlighted"]
+    assert result["highlighted"] == 2
+    expect(page.locator("#out .math-inline .katex").first).to_be_visible()
     # The reply ends: the final render closes the fence and the text after it is prose again.
     page.evaluate("(md) => NoteloomRender.renderInto(document.getElementById('out'), md)", reply + "```\n\nDone.\n")
     expect(page.locator("#out > p").last).to_have_text("Done.")

@@ -13,9 +13,12 @@
 //       Without either, checkboxes stay disabled.
 //   NoteloomRender.renderStreaming(el, markdownSoFar) -> Promise<void>
 //       For text still growing (a chat reply): at most one render per animation frame (the
-//       latest text wins), sanitised every time; top-level blocks whose HTML did not change
-//       are kept as they are (with their highlighting and math), only changed ones replaced.
-//       Call renderInto with the final text when it ends (that also resolves links).
+//       latest text wins), sanitised every time. Finished blocks (before a blank line that a
+//       new top-level block follows, outside fences) are rendered once and kept with their
+//       highlighting and math; each frame renders only the rest, and keeps its blocks whose
+//       HTML did not change. An unclosed fence is a code block to the end. Call renderInto
+//       with the final text when it ends (that also resolves links). The promise resolves
+//       once the frame that drew this text (or a later one) has run.
 //   NoteloomRender.ready -> Promise: the Markdown bundle and stylesheets are loaded.
 //
 // Needs /static/vendor/markdown/markdown.js (NoteloomMarkdown; loaded here when the page has
@@ -137,6 +140,7 @@
     let katex;
     try { katex = await loadKatex(); } catch { return; }  // the source stays readable
     for (const node of nodes) {
+      if (node.dataset.rendered) continue;  // drawn by another call while KaTeX was loading
       const tex = node.textContent;
       node.dataset.rendered = "1";
       node.dataset.tex = tex;
@@ -230,12 +234,18 @@
     await Promise.all([renderMath(el), resolveLinks(el)]);
   }
 
-  // Streaming: the latest text per element, rendered once per frame.
+  // Streaming: the latest text per element, rendered once per frame. The text is cut where
+  // a new top-level block starts after a blank line outside any fence or $$ block: what comes
+  // before such a cut is finished, so it is rendered once and left alone (its highlighting and
+  // math too); each frame renders only the rest. Each part is sanitised on its own and placed
+  // as DOM nodes, never joined as strings. The final renderInto renders the whole again
+  // (a reference definition that comes late, say, then applies to earlier blocks).
   function renderStreaming(el, markdownSoFar) {
     let stream = el.__nlStream;
     if (!stream) {
-      stream = { text: null, frame: null, waiting: [] };
+      stream = { text: null, frame: null, waiting: [], stable: "", stableCount: 0 };
       el.__nlStream = stream;
+      el.replaceChildren();
       el.classList.add("nl-render");
     }
     stream.text = String(markdownSoFar ?? "");
@@ -245,23 +255,75 @@
       stream.frame = requestAnimationFrame(() => {
         stream.frame = null;
         const waiting = stream.waiting.splice(0);
-        if (stream.text !== null && window.NoteloomMarkdown) patch(el, render(stream.text));
+        if (stream.text !== null && window.NoteloomMarkdown) streamFrame(el, stream);
         else if (stream.text !== null) ready.then(() => renderStreaming(el, stream.text));
         for (const done of waiting) done();
       });
     });
   }
 
-  // Replace only the top-level blocks whose sanitised HTML changed.
+  function streamFrame(el, stream) {
+    const text = stream.text;
+    if (!text.startsWith(stream.stable)) {  // replaced, not grown: start again
+      stream.stable = "";
+      stream.stableCount = 0;
+    }
+    const cut = stableEnd(text);
+    if (cut > stream.stable.length) {
+      stream.stableCount += patchFrom(el, stream.stableCount, render(text.slice(stream.stable.length, cut)));
+      stream.stable = text.slice(0, cut);
+    }
+    patchFrom(el, stream.stableCount, render(text.slice(stream.stable.length)));
+    renderMath(el);
+  }
+
+  const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+  const MATH = /^ {0,3}\$\$/;
+
+  // Where the last top-level block that starts after a blank line begins (0: nowhere yet).
+  // Only whole lines count: the last one may still be growing.
+  function stableEnd(text) {
+    const lines = text.split("\n");
+    let pos = 0;
+    let cut = 0;
+    let fence = null;
+    let blank = false;
+    for (let i = 0; i < lines.length - 1; i++) {
+      const line = lines[i];
+      if (fence === "$$") {
+        if (line.trimEnd().endsWith("$$")) fence = null;
+      } else if (fence) {
+        const m = FENCE.exec(line);
+        if (m && m[1][0] === fence[0] && m[1].length >= fence.length && line.trim() === m[1]) fence = null;
+      } else {
+        const opens = FENCE.exec(line);
+        const math = MATH.test(line);
+        if (blank && (opens || math || /^[\p{L}\p{N}#]/u.test(line)) && !/^\d+[.)]/.test(line)) cut = pos;
+        if (opens) fence = opens[1];
+        else if (math) {  // as render.py's _math_block: "$$...$$" on one line closes itself
+          const rest = line.slice(line.indexOf("$$") + 2);
+          if (!(rest.trimEnd().endsWith("$$") && rest.trim() !== "")) fence = "$$";
+        }
+      }
+      blank = fence === null && line.trim() === "";
+      pos += line.length + 1;
+    }
+    return cut;
+  }
+
+  // Make el's children from index `start` on into `html`'s top-level nodes, keeping those that
+  // are already the same (same sanitised HTML, or the same text) and dropping everything after
+  // the first that is not. Answers how many nodes `html` made.
   const sourceOf = new WeakMap();
-  function patch(el, html) {
+  const keyOf = (node) => (node.nodeType === 1 ? sourceOf.get(node) : `#${node.nodeType}:${node.data}`);
+  const keyOfNew = (node) => (node.nodeType === 1 ? node.outerHTML : `#${node.nodeType}:${node.data}`);
+  function patchFrom(el, start, html) {
     const tpl = document.createElement("template");
     tpl.innerHTML = html;
     const next = [...tpl.content.childNodes];
-    const prev = [...el.childNodes];
+    const prev = [...el.childNodes].slice(start);
     let same = 0;
-    while (same < next.length && same < prev.length && prev[same].nodeType === 1 && next[same].nodeType === 1
-           && sourceOf.get(prev[same]) === next[same].outerHTML) same++;
+    while (same < next.length && same < prev.length && keyOf(prev[same]) === keyOfNew(next[same])) same++;
     for (const old of prev.slice(same)) old.remove();
     const added = next.slice(same);
     for (const node of added) if (node.nodeType === 1) sourceOf.set(node, node.outerHTML);
@@ -270,7 +332,7 @@
     window.NoteloomMarkdown.highlight(box.content);
     attachImages(box.content);
     el.append(box.content);
-    renderMath(el);
+    return next.length;
   }
 
   window.NoteloomRender = { render, renderInto, renderStreaming, ready };
