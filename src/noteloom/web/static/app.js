@@ -259,10 +259,10 @@
     ul.setAttribute("aria-busy", "true");
     $("index-status").hidden = true;
     status("");
-    if (list.kind === "all") showIndexStatus().catch(() => {});
     setListTitle();
     markTree();
     await loadMore();
+    if (list.kind === "all" && state.listKey === key) showIndexStatus().catch(() => {});
   }
 
   function setListTitle() {
@@ -799,8 +799,11 @@
     wire();
     const route = parseRoute();
     if (!history.state) history.replaceState({ list: listOf(route) || { kind: "all", notebookId: null, q: "", mode: "" } }, "", location.href);
-    // The tree (which counts every note) and the view load side by side.
-    Promise.all([loadTree(), show()]).catch((err) => {
+    // The list's first page goes first: the tree counts every note (a tenth of a second or
+    // more at 100,000), and the server may answer one read at a time.
+    const shown = show();
+    const tree = (state.loading || Promise.resolve()).catch(() => {}).then(loadTree);
+    Promise.all([shown, tree]).catch((err) => {
       report(err);
       if (err.status !== 401) $("main").append(h("p", { class: "form-error", role: "alert", text: err.message }));
     });
