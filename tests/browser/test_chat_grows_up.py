@@ -39,6 +39,10 @@ def _scripts(notes: dict[str, str]) -> dict[str, dict[str, Any]]:
         "stream": {"steps": [{"chunks": ["Sure: ", "pack the ", "tent."], "chunk_delay": 0.02}]},
         # Slow enough to reload the page in the middle of it on a loaded machine.
         "long": {"steps": [{"chunks": [w + " " for w in LONG], "chunk_delay": 0.25}]},
+        # Markup a model might write, streamed slowly enough to be seen mid-way: drawn as text or dropped.
+        "unsafe": {"steps": [{"chunks": ["Look: ", "<img src=x onerror=\"window.__owned=1\">", " and ",
+                                         "<script>window.__owned=2</script>", " **bold** ", "end", "."],
+                              "chunk_delay": 0.3}]},
         "count": {"steps": [{"text": "Answer one."}, {"text": "Answer two."}, {"text": "Answer three."}]},
         "flaky": {"steps": [{"chunks": ["Hm"], "error": "api_overloaded"}, {"text": "Recovered."}]},
     }
@@ -78,8 +82,8 @@ def open_page(browser: Any, live: Live, request: pytest.FixtureRequest) -> Itera
     pages: list[Any] = []
     problems: list[str] = []
 
-    def make(viewport: dict[str, int] = DESKTOP, path: str = "/chat") -> Any:
-        context = browser.new_context(viewport=viewport)
+    def make(viewport: dict[str, int] = DESKTOP, path: str = "/chat", color_scheme: str = "light") -> Any:
+        context = browser.new_context(viewport=viewport, color_scheme=color_scheme)
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
         contexts.append(context)
         pg = context.new_page()
@@ -362,3 +366,38 @@ def test_one_turn_is_deleted_and_the_rest_of_the_chat_stays(open_page: Any) -> N
     page.reload()
     expect(page.locator(".msg.user .bubble")).to_have_text("Second question")
     expect(page.locator(".msg.assistant")).to_have_count(1)
+
+
+def test_streamed_markup_is_sanitised_while_it_streams_and_after(open_page: Any) -> None:
+    page = open_page(DESKTOP)
+    pick_model(page, "unsafe")
+    send(page, "Show me markup")
+    streaming = page.locator(".msg.assistant .bubble.streaming")
+    expect(streaming.locator("strong")).to_have_text("bold")  # drawn mid-stream, the markup with it
+    for bubble in (streaming, page.locator(".msg.assistant .bubble")):
+        assert bubble.locator("script, [onerror]").count() == 0
+    settled(page)
+    answer = page.locator(".msg.assistant .bubble")
+    expect(answer).to_contain_text("end.")
+    assert answer.locator("script, [onerror]").count() == 0
+    assert page.evaluate("window.__owned") is None
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
+def test_the_chat_follows_the_dark_theme(open_page: Any, viewport: dict[str, int]) -> None:
+    page = open_page(viewport, color_scheme="dark")
+    send(page, "Dark question")
+    settled(page)
+    colours = page.evaluate("""() => {
+        const css = (sel, prop) => getComputedStyle(document.querySelector(sel))[prop];
+        const probe = document.createElement("div");
+        document.body.append(probe);
+        const v = (name) => { probe.style.color = `var(${name})`; return getComputedStyle(probe).color; };
+        return { bubble: css(".msg.user .bubble", "backgroundColor"), surface2: v("--surface-2"),
+                 box: css("#message", "backgroundColor"), bg: v("--bg"),
+                 button: css(".msg-actions button", "color"), muted: v("--muted"),
+                 border: css("#message", "borderTopColor"), inputBorder: v("--input-border") };
+    }""")
+    assert colours["bubble"] == colours["surface2"] and colours["box"] == colours["bg"], colours
+    assert colours["button"] == colours["muted"] and colours["border"] == colours["inputBorder"], colours
+    assert colours["bg"] != "rgb(255, 255, 255)", colours  # the dark theme is on
