@@ -75,7 +75,8 @@
   }
 
   async function open(container, noteId, opts = {}) {
-    if (current && current.noteId === noteId) current.close();
+    // A pane replaced without close() (the app left a trashed note), or this note open again.
+    if (current && (current.noteId === noteId || !current.connected())) current.close();
     let note;
     try {
       note = await NL.api("GET", `/api/v1/notes/${encodeURIComponent(noteId)}?trashed=true`);
@@ -571,7 +572,8 @@
 
     function scrollToSection(section) { return editor.scrollToHeading(section); }
 
-    const handle = { flush, dirty, close, editor, noteId: id, note: () => s.note, proposeEdits, adopt, scrollToSection };
+    const handle = { flush, dirty, close, editor, noteId: id, note: () => s.note, proposeEdits, adopt, scrollToSection,
+      connected: () => root.isConnected };
     current = handle;
     NoteEditor.current = handle;
 
