@@ -120,6 +120,13 @@ def test_the_tree_collapses_remembers_it_and_counts_sub_notebooks(desk: Any, liv
     expect(tree_row(pg, "Roses")).to_be_hidden()
     tree_row(pg, "Garden").locator("button.twisty").press("Enter")
     expect(tree_row(pg, "Roses")).to_be_visible()
+    tree_row(pg, "Garden").locator("button.twisty").press("Enter")
+    expect(tree_row(pg, "Roses")).to_be_hidden()
+    # a notebook inside a collapsed one, opened by its address, shows with its branch open
+    pg.goto(f"{live.url}/notebooks/{live.notes['book:Roses']}")
+    expect(tree_row(pg, "Roses").locator("a")).to_have_attribute("aria-current", "page")
+    expect(tree_row(pg, "Roses")).to_be_visible()
+    expect(tree_row(pg, "Garden").locator("button.twisty")).to_have_attribute("aria-expanded", "true")
     # the current notebook is marked, its list holds its sub-notebooks' notes
     tree_row(pg, "Garden").locator("a").click()
     expect(pg).to_have_url(f"{live.url}/notebooks/{live.notes['book:Garden']}")

@@ -67,7 +67,8 @@
       if (!(await leaveNote())) return;
     }
     const hist = { list: list || listOf(route) || state.list };
-    if (replace) history.replaceState(hist, "", target.pathname + target.search + target.hash);
+    const same = target.pathname + target.search === location.pathname + location.search;
+    if (replace || same) history.replaceState(hist, "", target.pathname + target.search + target.hash);
     else history.pushState(hist, "", target.pathname + target.search + target.hash);
     await show();
   }
@@ -187,8 +188,15 @@
     const current = state.list && state.list.kind === "notebook" ? state.list.notebookId
       : state.list && state.list.kind === "all" ? "" : null;
     for (const a of $("tree").querySelectorAll("a.nb-link")) {
-      if (a.dataset.nb === current) a.setAttribute("aria-current", "page");
-      else a.removeAttribute("aria-current");
+      if (a.dataset.nb !== current) { a.removeAttribute("aria-current"); continue; }
+      a.setAttribute("aria-current", "page");
+      // A notebook opened from elsewhere (a link, the address) shows, its branches opened.
+      for (let ul = a.closest("ul.tree-sub"); ul; ul = ul.parentElement.closest("ul.tree-sub")) {
+        if (!ul.hidden) continue;
+        ul.hidden = false;
+        const button = ul.parentElement.querySelector(":scope > .tree-row > button.twisty");
+        if (button) button.setAttribute("aria-expanded", "true");
+      }
     }
   }
 
