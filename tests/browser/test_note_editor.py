@@ -433,3 +433,28 @@ def test_text_that_could_not_be_saved_is_guarded_on_leaving_and_offered_back_aft
         pg.screenshot(path=str(ARTIFACTS / f"note-editor-{request.node.name}.png"))
         context.close()
     assert not errors, errors
+
+
+def test_accept_all_applies_each_edit_as_its_own_undo_step_and_reject_all_leaves_the_text(phone: Any, live: Live) -> None:
+    body = "alpha beta gamma"
+    note = new_note(live, "All at once", body)
+    open_note(phone, note["id"])
+    propose = """(edits) => { window.__decisions = [];
+      NoteEditor.current.editor.proposeEdits(edits, {onDecision: (id, ok, why) => window.__decisions.push([id, ok, why || null])}); }"""
+    phone.evaluate(propose, [{"id": "a", "from": 0, "to": 5, "insert": "ALPHA"}, {"id": "g", "from": 11, "to": 16, "insert": "GAMMA"}])
+    pane = phone.locator("#note-pane")
+    expect(pane.locator(".cm-nl-proposal")).to_have_count(2)
+    pane.get_by_role("button", name="Accept all proposed edits").click()
+    expect(pane.locator(".cm-nl-proposal")).to_have_count(0)
+    assert doc(phone) == "ALPHA beta GAMMA"
+    assert sorted(phone.evaluate("window.__decisions")) == [["a", True, None], ["g", True, None]]
+    phone.evaluate("NoteEditor.current.editor.undo()")
+    assert doc(phone) == "alpha beta GAMMA"
+    phone.evaluate("NoteEditor.current.editor.undo()")
+    assert doc(phone) == body
+    phone.evaluate(propose, [{"id": "b", "from": 6, "to": 10, "insert": "BETA"}, {"id": "x", "from": 0, "to": 0, "insert": "> "}])
+    expect(pane.locator(".cm-nl-proposal")).to_have_count(2)
+    pane.get_by_role("button", name="Reject all proposed edits").click()
+    expect(pane.locator(".cm-nl-proposal")).to_have_count(0)
+    assert doc(phone) == body
+    assert sorted(phone.evaluate("window.__decisions")) == [["b", False, "rejected"], ["x", False, "rejected"]]
