@@ -66,9 +66,10 @@
   let themes = null;
   function syncTheme() {
     if (!themes) return;
+    // By media, not `disabled`: a <link> disabled before its sheet has loaded may still apply.
     const dark = isDark();
-    themes.light.disabled = dark;
-    themes.dark.disabled = !dark;
+    themes.light.media = dark ? "not all" : "all";
+    themes.dark.media = dark ? "all" : "not all";
   }
   function addStyles() {
     if (themes) return;
@@ -193,14 +194,22 @@
     }
   }
 
+  // A checkbox is named by its item's text (a screen reader, and axe, want a name).
+  function labelTasks(root) {
+    for (const box of root.querySelectorAll("li.task-list-item > input.task-list-item-checkbox")) {
+      const text = box.closest("li").textContent.trim().replace(/\s+/g, " ").slice(0, 80);
+      box.setAttribute("aria-label", `Done: ${text || "task"}`);
+    }
+  }
+
   function wireTasks(el, opts) {
+    labelTasks(el);
     const clickable = Boolean(opts.noteId || opts.onToggleTask);
     const state = { updatedTime: opts.updatedTime };
     for (const box of el.querySelectorAll("li.task-list-item[data-line] > input.task-list-item-checkbox")) {
       if (!clickable) continue;
       box.disabled = false;
       const item = box.closest("li");
-      box.setAttribute("aria-label", `Done: ${item.textContent.trim().slice(0, 80)}`);
       box.addEventListener("change", async () => {
         const line = Number(item.dataset.line);
         const done = box.checked;
@@ -331,6 +340,7 @@
     box.content.append(...added);
     window.NoteloomMarkdown.highlight(box.content);
     attachImages(box.content);
+    labelTasks(box.content);
     el.append(box.content);
     return next.length;
   }
