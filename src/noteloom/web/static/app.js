@@ -619,10 +619,35 @@
     fillSwitcher("").catch(report);
   }
 
-  async function fillSwitcher(text) {
+  // One request at a time: keys typed while one runs are asked for together when it ends
+  // (a title search reads every title, a tenth of a second at 100,000 notes).
+  let switcherBusy = false;
+  let switcherNext = null;
+  let switcherIdle = Promise.resolve();
+  function fillSwitcher(text) {
+    switcherNext = text;
+    if (!switcherBusy) {
+      switcherBusy = true;
+      switcherIdle = (async () => {
+        try {
+          while (switcherNext !== null) {
+            const t = switcherNext;
+            switcherNext = null;
+            await showTitles(t);
+          }
+        } finally {
+          switcherBusy = false;
+          switcherNext = null;
+        }
+      })();
+    }
+    return switcherIdle;
+  }
+
+  async function showTitles(text) {
     const gen = ++switcherGen;
     const data = await NL.api("GET", `/api/v1/browse/titles?${new URLSearchParams({ q: text.slice(0, 200) })}`);
-    if (gen !== switcherGen) return;
+    if (gen !== switcherGen || !$("switcher").open) return;
     const list = $("switcher-list");
     list.replaceChildren(...data.notes.map((n, i) => h("li", {
       role: "option", id: `switch-${i}`, "data-id": n.id, "aria-selected": i === 0 ? "true" : "false",
@@ -659,7 +684,12 @@
       else if (e.key === "ArrowUp") { e.preventDefault(); activate(at - 1); }
       else if (e.key === "Enter") {
         e.preventDefault();
-        if (at >= 0) switchTo(opts[at].dataset.id);
+        // Enter typed before the titles of the last keys came back waits for them.
+        switcherIdle.then(() => {
+          const now = options();
+          const k = now.findIndex((o) => o.getAttribute("aria-selected") === "true");
+          if (k >= 0 && $("switcher").open) switchTo(now[k].dataset.id);
+        }, () => {});
       }
     });
   }
