@@ -1,6 +1,6 @@
-"""The editor's note routes: tags and to-do fields saved with the version guard, the trash
-and back, a revision's text, attachments uploaded with their limit; someone else's note
-answers exactly like a missing one."""
+"""The editor's note routes, on SQLite and PostgreSQL: tags and to-do fields saved with the
+version guard, the trash and back, a revision's text, attachments uploaded with their limit;
+someone else's note answers exactly like a missing one."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def test_a_patch_sets_tags_and_to_do_fields_and_keeps_the_version_guard(app: App) -> None:
+async def test_a_patch_sets_tags_and_to_do_fields_and_keeps_the_version_guard(any_app: App) -> None:
+    app = any_app
     note = app.workspace.create_note("Packing", "tent", tags=["trip", "old"])
     async with client(app) as c:
         got = (await c.get(f"/api/v1/notes/{note.id}")).json()
@@ -44,7 +45,8 @@ async def test_a_patch_sets_tags_and_to_do_fields_and_keeps_the_version_guard(ap
             assert r.status_code == 422 and r.json()["field"] == field, (bad, r.text)
 
 
-async def test_trash_and_restore_and_a_trashed_note_reads_only_when_asked(app: App) -> None:
+async def test_trash_and_restore_and_a_trashed_note_reads_only_when_asked(any_app: App) -> None:
+    app = any_app
     note = app.workspace.create_note("Old", "gone soon")
     async with client(app) as c:
         assert (await c.delete(f"/api/v1/notes/{note.id}")).status_code == 204
@@ -63,7 +65,8 @@ async def test_trash_and_restore_and_a_trashed_note_reads_only_when_asked(app: A
         assert (await c.delete(f"/api/v1/notes/{MISSING}")).status_code == 404
 
 
-async def test_a_revision_reads_whole_and_only_under_its_own_note(app: App) -> None:
+async def test_a_revision_reads_whole_and_only_under_its_own_note(any_app: App) -> None:
+    app = any_app
     ws = app.workspace
     note = ws.create_note("Plan", "first text")
     ws.update_note(note.id, title="Plan B", body="second text")
@@ -78,7 +81,8 @@ async def test_a_revision_reads_whole_and_only_under_its_own_note(app: App) -> N
         assert (await c.get(f"/api/v1/notes/{note.id}/revisions/nothex")).status_code == 422
 
 
-async def test_an_attachment_uploads_with_its_type_and_too_large_or_malformed_is_refused(app: App) -> None:
+async def test_an_attachment_uploads_with_its_type_and_too_large_or_malformed_is_refused(any_app: App) -> None:
+    app = any_app
     note = app.workspace.create_note("Photos", "")
     png = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
     async with client(app) as c:
@@ -101,7 +105,8 @@ async def test_an_attachment_uploads_with_its_type_and_too_large_or_malformed_is
     assert len(app.workspace.list_attachments(note.id)) == 1
 
 
-async def test_someone_elses_note_answers_every_new_route_like_a_missing_one(app: App) -> None:
+async def test_someone_elses_note_answers_every_new_route_like_a_missing_one(any_app: App) -> None:
+    app = any_app
     ws = app.workspace
     note = ws.create_note("Owner's", "private")
     ws.update_note(note.id, body="private, edited")
