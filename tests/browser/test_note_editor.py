@@ -428,6 +428,21 @@ def test_text_that_could_not_be_saved_is_guarded_on_leaving_and_offered_back_aft
         expect(pg.locator("#note-pane .cm-content")).to_contain_text("kept and typed while the server was away")
         expect(pg.locator(STATUS)).to_have_text("Saved")
         assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "kept and typed while the server was away"
+        # Left unsaved again, and changed elsewhere before the reload: both versions, no silent choice.
+        pg.route(f"**/api/v1/notes/{note['id']}", refuse)
+        type_at_end(pg, " twice")
+        expect(pg.locator(STATUS)).to_have_text("Unsaved changes")
+        pg.unroute(f"**/api/v1/notes/{note['id']}")
+        live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "rewritten elsewhere"})
+        pg.reload()
+        conflict = pg.locator("#note-pane .ne-conflict")
+        expect(conflict.locator(".ne-mine .ne-version-body")).to_have_text("kept and typed while the server was away twice")
+        expect(conflict.locator(".ne-theirs .ne-version-body")).to_have_text("rewritten elsewhere")
+        expect(pg.locator(STATUS)).to_have_text("Conflict")
+        assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "rewritten elsewhere"
+        conflict.get_by_role("button", name="Keep mine").click()
+        expect(pg.locator(STATUS)).to_have_text("Saved")
+        assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "kept and typed while the server was away twice"
     finally:
         ARTIFACTS.mkdir(exist_ok=True)
         pg.screenshot(path=str(ARTIFACTS / f"note-editor-{request.node.name}.png"))
