@@ -245,6 +245,10 @@ def test_the_owner_of_a_workspace_of_one_keeps_the_first_top_notebook_as_default
     assert any_ws.default_notebook().title == "Notes"  # made when there is none
     later = any_ws.create_notebook("Later")
     assert any_ws.default_notebook().id != later.id
+    # Made in one go, most within one millisecond: they still keep the order they were made in.
+    made = [any_ws.create_notebook(f"Batch {i}") for i in range(40)]
+    assert any_ws.default_notebook().title == "Notes"
+    assert [n.created_time for n in made] == sorted({n.created_time for n in made})
 
 
 # -- trash, tags, search --------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ class Notebooks(Store):
                 owner_id = self._live_notebook(c, parent_id).owner_id
             if c.execute(sa.select(db.notebooks.c.id).where(db.notebooks.c.id == nid)).first():
                 raise Conflict(f"a notebook with id {nid!r} exists already")
+            if created_time is None:
+                t = _after_latest(c, t)
             created, updated = created_time or t, updated_time or created_time or t
             c.execute(
                 db.notebooks.insert(),
@@ -255,3 +257,15 @@ class Notebooks(Store):
         return Notebook(
             r.id, r.parent_id, r.title, r.created_time, r.updated_time, r.deleted_time, note_count, r.owner_id
         )
+
+
+def _after_latest(c: Connection, t: int) -> int:
+    """``t``, or a millisecond after the newest notebook when that was made in the same
+    millisecond or just before a clock step back: notebooks made in one go keep the order they
+    were made in (the first top-level notebook is a person's default, and two made within one
+    millisecond used to tie, leaving which one came first to their random ids). A newest
+    notebook more than a second ahead (an import's own times) is left alone."""
+    latest = c.execute(sa.select(sa.func.max(db.notebooks.c.created_time))).scalar()
+    if latest is not None and t <= latest < t + 1000:
+        return int(latest) + 1
+    return t
