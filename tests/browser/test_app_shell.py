@@ -386,6 +386,13 @@ def test_the_note_editor_is_opened_flushed_before_leaving_and_closed(browser: An
         pg.locator("#notes a.note-link", has_text="Trip").click()
         expect(pg.locator("#note-pane")).to_have_text(f"editing {live.notes['trip']}")
         assert pg.evaluate(log).endswith(f"open {trip} Packing note-pane")
+        # the open note asked for at a section again: saved, closed and opened there
+        # (an editor without showSection)
+        count = len(pg.evaluate("window.__editor.log"))
+        pg.locator("#notes a.note-link", has_text="Trip").click()
+        pg.wait_for_function("(n) => window.__editor.log.length >= n + 4", arg=count)
+        assert pg.evaluate(log).endswith(f"flush {trip}|saved {trip}|close {trip}|open {trip} Packing note-pane")
+        assert pg.url.endswith(f"/notes/{live.notes['trip']}?section=Packing")
         # the editor says the note went to the trash: out of the list, back to the list's view
         pg.evaluate("window.__editor.opts.onTrashed()")
         expect(pg).to_have_url(f"{live.url}/search?q=stove")

@@ -5,8 +5,12 @@
 //
 // The note pane belongs to the note editor when one is loaded (window.NoteEditor, from
 // note_editor.js): NoteEditor.open(pane, id, {section, onSaved, onTitle, onTrashed,
-// onMissing}) returns a handle; before the app leaves a note it awaits handle.flush() and
-// calls handle.close(). Without the editor the note is shown read-only.
+// onMissing}) returns a handle (or a promise of one); before the app leaves a note it awaits
+// handle.flush() and calls handle.close(). `section` is the heading text of the section to
+// show first (from a search hit, `?section=` in the address), or null. When the open note is
+// asked for at another section, handle.showSection(section) is called if the editor has it,
+// else the note is flushed, closed and opened again there. Without the editor the note is
+// shown read-only.
 "use strict";
 
 (() => {
@@ -459,8 +463,11 @@
 
   async function openNote(id, section) {
     if (state.noteId === id && (state.handle || $("note-pane").dataset.note === id)) {
-      if (section) scrollToSection(section);
-      return;
+      if (!section) return;
+      if (!state.handle) { scrollToSection(section); return; }
+      // The open note, at another section: the editor goes there (or opens it afresh there).
+      if (typeof state.handle.showSection === "function") { state.handle.showSection(section); return; }
+      if (!(await leaveNote())) return;
     }
     state.noteId = id;
     state.noteGen += 1;
