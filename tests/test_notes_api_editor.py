@@ -129,3 +129,20 @@ async def test_someone_elses_note_answers_every_new_route_like_a_missing_one(any
         assert up.status_code == 404
     after = ws.get_note(note.id)
     assert after.tags == () and after.deleted_time is None and ws.list_attachments(note.id) == []
+
+
+async def test_a_note_says_whether_the_asker_may_change_it(any_app: App) -> None:
+    ws = any_app.workspace
+    book = ws.create_notebook("Lent")
+    note = ws.create_note("Lent note", "read me", book.id)
+    _, token = second_user(any_app)
+    ws.share_notebook(book.id, "guest", "read")
+    async with client(any_app) as c:
+        assert (await c.get(f"/api/v1/notes/{note.id}")).json()["writable"] is True
+    async with client(any_app, token) as c:
+        got = await c.get(f"/api/v1/notes/{note.id}")
+        assert got.status_code == 200 and got.json()["writable"] is False
+        assert (await c.patch(f"/api/v1/notes/{note.id}", json={"body": "x"})).status_code == 403
+    ws.share_notebook(book.id, "guest", "write")
+    async with client(any_app, token) as c:
+        assert (await c.get(f"/api/v1/notes/{note.id}")).json()["writable"] is True

@@ -16,6 +16,7 @@ import pytest
 from page_support import Live, served
 from playwright.sync_api import expect
 
+from api_support import second_user
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
 
@@ -38,12 +39,17 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     home = tmp_path_factory.mktemp("note-editor")
     app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
     try:
-        app.workspace.create_note("Welcome", "hello")
+        ws = app.workspace
+        ws.create_note("Welcome", "hello")
         token = access_token(app)
+        _, guest_token = second_user(app, "guest")
+        lent = ws.create_notebook("Lent")
+        notes = {"lent": ws.create_note("Lent note", "look, do not touch", lent.id).id, "guest_token": guest_token}
+        ws.share_notebook(lent.id, "guest", "read")
     finally:
         app.close()
     with served(home) as url:
-        yield Live(url, token, home, {})
+        yield Live(url, token, home, notes)
 
 
 def _page(browser: Any, live: Live, request: pytest.FixtureRequest, viewport: dict[str, int]) -> Iterator[Any]:
@@ -473,3 +479,26 @@ def test_accept_all_applies_each_edit_as_its_own_undo_step_and_reject_all_leaves
     expect(pane.locator(".cm-nl-proposal")).to_have_count(0)
     assert doc(phone) == body
     assert sorted(phone.evaluate("window.__decisions")) == [["b", False, "rejected"], ["x", False, "rejected"]]
+
+
+def test_a_note_shared_to_read_opens_read_only_and_says_why(browser: Any, live: Live, request: pytest.FixtureRequest) -> None:
+    context = browser.new_context(viewport=PHONE)
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(f"script error: {e}"))
+    try:
+        pg.goto(f"{live.url}/notes/{live.notes['lent']}?token={live.notes['guest_token']}")
+        pane = pg.locator("#note-pane")
+        expect(pane.locator(".cm-content")).to_contain_text("look, do not touch")
+        expect(pane.locator(".ne-banner")).to_contain_text("shared with you to read only")
+        expect(pane.locator(".cm-content")).to_have_attribute("contenteditable", "false")
+        expect(pane.locator(".ne-title")).to_be_disabled()
+        expect(pane.get_by_role("button", name="Move to trash")).to_be_disabled()
+        expect(pane.get_by_role("button", name="History")).to_be_enabled()
+        assert not pg.evaluate("NoteEditor.current.dirty()")
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"note-editor-{request.node.name}.png"))
+        context.close()
+    assert not errors, errors

@@ -71,6 +71,8 @@ class NoteDetail(NoteOut):
     todo_due: int | None
     todo_completed: int | None
     deleted_time: int | None = Field(description="When it went to the trash; null for a live note.")
+    writable: bool = Field(True, description="Whether you may change it (false: shared with you to read, or a "
+                                             "read-only token).")
 
 
 class RevisionOut(BaseModel):
@@ -192,11 +194,17 @@ def install(api: FastAPI, app: App) -> None:
     ) -> dict[str, Any]:
         scope = request_scope(request, ws)
 
-        def read() -> Any:
+        def read() -> tuple[Note, bool]:
             with ws.read() as c:
-                return scope.note(note_id, c, trashed=trashed)
+                note = scope.note(note_id, c, trashed=trashed)
+                try:
+                    scope.note(note_id, c, write=True, trashed=trashed)
+                except Forbidden:
+                    return note, False
+                return note, not scope.tokens.read_only
 
-        return note_detail(await to_thread.run_sync(read))
+        note, writable = await to_thread.run_sync(read)
+        return {**note_detail(note), "writable": writable}
 
     @r.patch("/notes/{note_id}", response_model=NoteDetail)
     async def update_note(request: Request, note_id: IdPath, body: NotePatch) -> dict[str, Any]:

@@ -163,13 +163,20 @@
         h("button", { type: "button", class: "ne-tag-remove", "aria-label": `Remove tag ${t}`, text: "×",
           onclick: () => setTags((s.note.tags || []).filter((x) => x !== t)) }))));
       const trashed = n.deleted_time !== null && n.deleted_time !== undefined;
-      el.banner.hidden = !trashed;
+      const readOnly = n.writable === false;
+      el.banner.hidden = !trashed && !readOnly;
       // Empty while hidden: its words are not the note's (nor a page search's) text.
-      if (trashed) el.banner.replaceChildren(h("span", { text: "This note is in the trash." }), " ", el.restoreTrash);
-      else el.banner.replaceChildren();
+      if (trashed) {
+        el.banner.replaceChildren(h("span", { text: "This note is in the trash." }), ...(readOnly ? [] : [" ", el.restoreTrash]));
+      } else if (readOnly) {
+        el.banner.replaceChildren(h("span", { text: "You may read this note but not change it (it is shared with you to read only)." }));
+      } else {
+        el.banner.replaceChildren();
+      }
       root.classList.toggle("ne-trashed", trashed);
-      for (const b of [el.title, el.todo, el.done, el.due, el.tagInput, el.attachBtn, el.trashBtn]) b.disabled = trashed;
-      editor.setReadOnly(trashed);
+      for (const b of [el.title, el.todo, el.done, el.due, el.tagInput, el.attachBtn, el.trashBtn]) b.disabled = trashed || readOnly;
+      for (const b of el.tags.querySelectorAll("button")) b.disabled = trashed || readOnly;
+      editor.setReadOnly(trashed || readOnly);
     }
 
     function changed() {
@@ -183,7 +190,7 @@
     }
 
     function accepted(saved, sentTitle, sentBody) {
-      s.note = saved;
+      s.note = { ...saved, writable: true };
       s.savedTitle = sentTitle;
       s.savedBody = sentBody;
       if (!dirty()) sessionStorage.removeItem(draftKey(id));
