@@ -67,15 +67,17 @@ def resolve_links(scope: RequestScope, refs: LinkRefs, conn: Connection) -> Reso
             qa = (sa.select(_a.c.id, _n.c.notebook_id).join(_n, _n.c.id == _a.c.note_id)
                   .where(_a.c.id.in_(rest)))
             attachments = {r.id for r in conn.execute(qa) if visible is None or r.notebook_id in visible}
-    wanted = sorted(refs.titles)[:1000]
+    # No stored title holds a NUL (and PostgreSQL refuses one even in a query).
+    wanted = sorted(t for t in refs.titles if "\x00" not in t)[:1000]
     if wanted:
         qt = (sa.select(_n.c.id, _n.c.title, _n.c.notebook_id)
               .where(_n.c.title.in_(wanted), _n.c.deleted_time.is_(None))
               .order_by(_n.c.updated_time.desc(), _n.c.id.desc()))
         # Titles have no index of their own; on SQLite the keyword index finds them (a scan
         # of 100,000 titles costs ~40 ms, this ~1), unless a title has no word to look up.
-        if conn.dialect.name == "sqlite" and all(re.search(r"\w", t) for t in wanted):
-            match = " OR ".join(f"title : {_fts_phrase(t)}" for t in wanted)
+        phrases = [_fts_phrase(t) for t in wanted]
+        if conn.dialect.name == "sqlite" and all(phrases):
+            match = " OR ".join(f"title : {p}" for p in phrases)
             fts = sa.text("SELECT rowid FROM notes_fts WHERE notes_fts MATCH :rl_match").bindparams(rl_match=match)
             qt = qt.where(_n.c.seq.in_(fts.columns(sa.column("rowid", sa.Integer))))
         for r in conn.execute(qt):
@@ -89,21 +91,29 @@ def resolver(scope: RequestScope, conn: Connection) -> LinkResolver:
     return lambda refs: resolve_links(scope, refs, conn)
 
 
-def _fts_phrase(text: str) -> str:
-    return '"' + str(db.index_text(text)).replace('"', '""') + '"'
+# What FTS5's unicode61 tokenizer keeps as a token's characters (it splits on the rest).
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def _fts_phrase(text: str) -> str | None:
+    """``text`` as an FTS5 phrase of its tokens (``None``: it has none to look up). Built from the
+    tokens alone, so no quote, operator or NUL in a title reaches the query syntax."""
+    tokens = _TOKEN.findall(str(db.index_text(text)))
+    return '"' + " ".join(tokens) + '"' if tokens else None
 
 
 def _candidates(conn: Connection, note_id: str, title: str) -> sa.Select[tuple[str, str, str, str, int]]:
     """Live notes whose body holds ``:/note_id`` or ``[[title`` (not yet parsed)."""
     conds = [_n.c.body.contains(f":/{note_id}", autoescape=True)]
-    match = f"body : {_fts_phrase(note_id)}"
+    match = f'body : "{note_id}"'
+    phrase = _fts_phrase(title) if title else None
     if title:
         conds.append(_n.c.body.contains(f"[[{title}", autoescape=True))
-        match += f" OR body : {_fts_phrase(title)}"
+        match += f" OR body : {phrase}"
     q = (sa.select(_n.c.id, _n.c.title, _n.c.notebook_id, _n.c.body, _n.c.updated_time)
          .where(_n.c.deleted_time.is_(None), _n.c.id != note_id, sa.or_(*conds)))
     # A title with no word has no phrase the index could look up: LIKE alone then.
-    if conn.dialect.name == "sqlite" and (not title or re.search(r"\w", title)):
+    if conn.dialect.name == "sqlite" and (not title or phrase):
         fts = sa.text("SELECT rowid FROM notes_fts WHERE notes_fts MATCH :bl_match").bindparams(bl_match=match)
         q = q.where(_n.c.seq.in_(fts.columns(sa.column("rowid", sa.Integer))))
     return q.order_by(_n.c.updated_time.desc(), _n.c.id.desc()).limit(_MAX_CANDIDATES)

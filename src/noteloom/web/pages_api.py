@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from anyio import to_thread
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from noteloom.app import App
 from noteloom.errors import Conflict, InvalidInput
@@ -57,7 +57,7 @@ class RenderedNote(BaseModel):
 
 class TaskToggle(StrictModel):
     line: int = Field(ge=0, le=10_000_000, description="The task item's 0-based line (its `data-line`).")
-    done: bool
+    done: StrictBool
     base_updated_time: int | None = Field(
         None, ge=0, le=MAX_COUNT, description="The updated_time the page rendered; 409 if the note has changed since.")
 
