@@ -478,7 +478,18 @@
     pane.dataset.note = id;
     if (window.NoteEditor && typeof window.NoteEditor.open === "function") {
       const opts = { section: section || null, ...editorCallbacks(id, gen) };
-      const handle = await window.NoteEditor.open(pane, id, opts);
+      let handle;
+      try {
+        handle = await window.NoteEditor.open(pane, id, opts);
+      } catch (err) {
+        if (gen !== state.noteGen || (err && err.status === 401)) return;
+        if (err && (err.status === 404 || err.status === 422)) { showMissing(); return; }
+        delete pane.dataset.note;  // "Try again" opens it afresh
+        pane.replaceChildren(h("div", { class: "empty-state", role: "alert" },
+          h("p", { text: `This note could not be opened: ${err && err.message ? err.message : err}` }),
+          h("p", {}, h("a", { href: noteUrl(id, section), text: "Try again" }))));
+        return;
+      }
       if (gen !== state.noteGen) { if (handle) { await handle.flush(); handle.close(); } return; }
       state.handle = handle;
       return;
