@@ -11,11 +11,36 @@ turn sends to the model. Positions only grow, so a path is in position order too
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from noteloom.chat.records import ChatMessage
 
 
-def path_to(rows: Sequence[ChatMessage], leaf_id: str | None) -> list[ChatMessage]:
+class Linked(Protocol):
+    """What the tree needs of a message (a ``ChatMessage``, or just its ids: ``Node``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def position(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Node:
+    """A message's place in the tree, read without its content."""
+
+    id: str
+    parent_id: str | None
+    position: int
+
+
+M = TypeVar("M", bound=Linked)
+
+
+def path_to(rows: Sequence[M], leaf_id: str | None) -> list[M]:
     """The messages from the first one down to ``leaf_id`` (``None`` or unknown: the last
     message by position), in order."""
     by_id = {r.id: r for r in rows}
@@ -24,9 +49,9 @@ def path_to(rows: Sequence[ChatMessage], leaf_id: str | None) -> list[ChatMessag
         if not rows:
             return []
         leaf = max(rows, key=lambda r: r.position)
-    out: list[ChatMessage] = []
+    out: list[M] = []
     seen: set[str] = set()
-    node: ChatMessage | None = leaf
+    node: M | None = leaf
     while node is not None and node.id not in seen:
         seen.add(node.id)
         out.append(node)
@@ -41,9 +66,9 @@ def siblings(rows: Sequence[ChatMessage], message: ChatMessage) -> list[ChatMess
                   key=lambda r: r.position)
 
 
-def deepest(rows: Sequence[ChatMessage], message_id: str) -> str:
+def deepest(rows: Sequence[Linked], message_id: str) -> str:
     """The last message of the path through ``message_id``: from it, the newest child each step."""
-    children: dict[str, list[ChatMessage]] = {}
+    children: dict[str, list[Linked]] = {}
     for r in rows:
         if r.parent_id is not None:
             children.setdefault(r.parent_id, []).append(r)

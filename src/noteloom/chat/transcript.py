@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from noteloom import db
 from noteloom.chat import tables as t
-from noteloom.chat.branches import deepest, path_to
+from noteloom.chat.branches import Node, deepest, path_to
 from noteloom.chat.conversations import Conversations, format_usd
 from noteloom.chat.records import (
     SETTLED,
@@ -48,7 +48,7 @@ from noteloom.vault import Keys
 INTERRUPTED = "The server stopped while this turn was running. Send the message again to retry."
 
 
-def path_leaf(rows: Sequence[ChatMessage], leaf_id: str | None) -> str | None:
+def path_leaf(rows: Sequence[Node], leaf_id: str | None) -> str | None:
     """The id of the last message of the shown path (what a new message follows)."""
     path = path_to(rows, leaf_id)
     return path[-1].id if path else None
@@ -173,11 +173,11 @@ class Transcript:
             sa.select(t.conversations.c.leaf_id).where(t.conversations.c.id == conversation_id)
         ).scalar()
 
-    def path_of(self, message_id: str, *, keys: Keys | None = None, conn: Connection | None = None) -> list[ChatMessage]:
-        """The messages from the first one down to ``message_id``: what a turn of it reads."""
-        with self._r(conn) as c:
-            msg = self.get_any(message_id, conn=c)
-            return path_to(self.all_of(msg.conversation_id, keys=keys, conn=c), message_id)
+    def nodes(self, conversation_id: str, *, conn: Connection) -> list[Node]:
+        """The conversation's message tree: ids, parents and positions only (no content read)."""
+        m = t.messages
+        return [Node(r.id, r.parent_id, r.position) for r in conn.execute(
+            sa.select(m.c.id, m.c.parent_id, m.c.position).where(m.c.conversation_id == conversation_id))]
 
     def all_of(self, conversation_id: str, *, keys: Keys | None = None, conn: Connection | None = None) -> list[ChatMessage]:
         with self._r(conn) as c:
@@ -236,7 +236,7 @@ class Transcript:
         if edit_of is not None:
             parent = edit_of.parent_id
         else:
-            parent = path_leaf(self.all_of(conversation_id, conn=conn), self.leaf_of(conversation_id, conn=conn))
+            parent = path_leaf(self.nodes(conversation_id, conn=conn), self.leaf_of(conversation_id, conn=conn))
         pos = self._next_position(conversation_id, conn)
         tm = now_ms()
         sel = note_context.selection if note_context else None
@@ -311,7 +311,7 @@ class Transcript:
     def show_branch(self, user_id: str, message_id: str, *, conn: Connection) -> str:
         """Show the path through ``message_id`` (down to its newest descendants); its conversation's id."""
         msg = self.get(user_id, message_id, conn=conn)
-        self.set_leaf(msg.conversation_id, deepest(self.all_of(msg.conversation_id, conn=conn), msg.id), conn=conn)
+        self.set_leaf(msg.conversation_id, deepest(self.nodes(msg.conversation_id, conn=conn), msg.id), conn=conn)
         return msg.conversation_id
 
     def remove(self, message_ids: Sequence[str], *, conn: Connection) -> None:
@@ -340,7 +340,7 @@ class Transcript:
             leaf = self.leaf_of(conversation_id, conn=conn)
             if leaf in gone:
                 up = surviving(parent.get(leaf))
-                rest = self.all_of(conversation_id, conn=conn)
+                rest = self.nodes(conversation_id, conn=conn)
                 if up is None and rest:
                     roots = [x for x in rest if x.parent_id is None]
                     up = max(roots or rest, key=lambda x: x.position).id
@@ -360,7 +360,7 @@ class Transcript:
         owner, level = level_for_write(conn, conversation_id)
         tm = now_ms()
         mid = new_id()
-        parent = path_leaf(self.all_of(conversation_id, conn=conn), self.leaf_of(conversation_id, conn=conn))
+        parent = path_leaf(self.nodes(conversation_id, conn=conn), self.leaf_of(conversation_id, conn=conn))
         row = {
             "id": mid, "conversation_id": conversation_id, "position": self._next_position(conversation_id, conn),
             "parent_id": parent, "role": "note", "command": command, "content": content, "status": "complete", "input_tokens": 0, "output_tokens": 0,
