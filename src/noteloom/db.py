@@ -132,6 +132,8 @@ notes = sa.Table(
     # only of filters reads it and touches the table only for the page it returns.
     sa.Index("ix_notes_live_recent", "updated_time", "id", "notebook_id", "created_time", "is_todo", "todo_due",
              "todo_completed", sqlite_where=sa.text("deleted_time IS NULL")),
+    # Live notes by notebook (migration 0021): the notebook tree's counts from the index alone.
+    sa.Index("ix_notes_live_notebook", "notebook_id", sqlite_where=sa.text("deleted_time IS NULL")),
 )
 
 tags = sa.Table(
