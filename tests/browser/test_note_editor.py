@@ -388,6 +388,10 @@ def test_opening_a_note_at_a_section_scrolls_the_editor_to_its_heading(phone: An
     heading = phone.locator("#note-pane .cm-line", has_text="## Packing list")
     expect(heading).to_be_in_viewport()
     expect(phone.locator("#note-pane .cm-line", has_text="Paragraph 0 says")).not_to_be_in_viewport()
+    # The note already open, asked for at another section: the app asks the editor to go there.
+    phone.evaluate("id => { history.pushState({}, '', '/notes/' + id + '?section=long');"
+                   " dispatchEvent(new PopStateEvent('popstate')); }", note["id"])
+    expect(phone.locator("#note-pane .cm-line", has_text=re.compile("^# Long$"))).to_be_in_viewport()
 
 
 def test_an_edit_proposed_through_the_pane_is_saved_as_its_own_revision(phone: Any, live: Live) -> None:

@@ -6,7 +6,7 @@
 //                   onSelection({from, to, head, text}), section}) -> Promise<handle | null>
 //   handle: {flush(): Promise (rejects while text stays unsaved), dirty(): boolean, close(),
 //            editor (the NoteloomEditor handle), noteId, note(), proposeEdits(edits, {onDecision}),
-//            adopt(note), scrollToSection(section)}
+//            adopt(note), scrollToSection(section) (alias showSection, what app.js calls)}
 //   NoteEditor.current: the handle of the pane open now (null when none).
 //
 // Saving: ~1 s after the last change, when the editor loses focus, on flush, and at once on
@@ -580,7 +580,7 @@
     function scrollToSection(section) { return editor.scrollToHeading(section); }
 
     const handle = { flush, dirty, close, editor, noteId: id, note: () => s.note, proposeEdits, adopt, scrollToSection,
-      connected: () => root.isConnected };
+      showSection: scrollToSection, connected: () => root.isConnected };
     current = handle;
     NoteEditor.current = handle;
 
