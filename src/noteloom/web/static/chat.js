@@ -497,7 +497,11 @@
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
       if (e.key === "Escape") { e.preventDefault(); cancel(); }
     });
-    const form = h("div", { class: "edit-form" }, box, h("div", { class: "actions" },
+    const files = (m.attachments || []).length;
+    const form = h("div", { class: "edit-form" }, box,
+      files ? h("p", { class: "muted", text: `The edited question goes without its ${files === 1 ? "file" : `${files} files`}: `
+        + "attach them to a new message to send them again." }) : null,
+      h("div", { class: "actions" },
       h("button", { type: "button", class: "primary", text: "Send", onclick: send }),
       h("button", { type: "button", text: "Cancel", onclick: cancel }), status));
     li.querySelector(".bubble")?.replaceWith(form);
