@@ -9,8 +9,12 @@
 //       resolves links as the signed-in person (POST /api/v1/links/resolve) and makes task
 //       checkboxes clickable: with `noteId` a click saves the toggle (POST
 //       /api/v1/notes/{noteId}/tasks, 409 if the note changed since `updatedTime`) and calls
-//       onNoteChanged(note); without it, onToggleTask(line, done) (line: 0-based in the body).
-//       Without either, checkboxes stay disabled.
+//       onNoteChanged(note) (the note as the API answers it; its updated_time becomes the next
+//       base); a refused save (409 changed since, 403 read share, 422 not a task) puts the box
+//       back and calls onError(err) (err.status). Without noteId, a click calls
+//       onToggleTask(line, done) (line: 0-based in the body, as `data-line`). Without either,
+//       checkboxes stay disabled. Checkboxes are named by their item's text; `el` gets the
+//       class nl-render (render.css).
 //   NoteloomRender.renderStreaming(el, markdownSoFar) -> Promise<void>
 //       For text still growing (a chat reply): at most one render per animation frame (the
 //       latest text wins), sanitised every time. Finished blocks (before a blank line that a
