@@ -308,3 +308,26 @@ def test_rendered_notes_have_no_serious_accessibility_violation(page: Any, live:
             help: v.help, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' ') + ': ' + (n.failureSummary || '').slice(0, 200)) }));
     }""")
     assert violations == [], json.dumps(violations, indent=1)
+
+
+def test_the_servers_rendered_note_is_enhanced_in_place(page: Any, live: Live) -> None:
+    """The read-only view shows the server's HTML (links resolved there) and enhances it."""
+    note = live.api("POST", "/api/v1/notes", json={
+        "title": "Served", "body": f"[[Garden plan]] [x](:/{'e' * 32})\n\n- [ ] water\n\n$a+b$\n\n```python\nimport os\n```\n"})
+    rendered = live.api("GET", f"/api/v1/notes/{note['id']}/rendered")
+    assert rendered["backlinks"] == []
+    page.evaluate("""([html, id, updated]) => {
+        const out = document.getElementById('out');
+        out.innerHTML = html;
+        return NoteloomRender.enhance(out, { noteId: id, updatedTime: updated,
+            onNoteChanged: (n) => { out.dataset.saved = n.body; } });
+    }""", [rendered["html"], note["id"], rendered["updated_time"]])
+    out = page.locator("#out")
+    expect(out.locator("a.wikilink")).to_have_attribute("href", f"/notes/{live.notes['garden']}")
+    expect(out.locator("a", has_text="x")).to_have_class(re.compile(r"\blink-unresolved\b"))
+    expect(out.locator("pre code.hljs .hljs-keyword")).to_have_text("import")
+    expect(out.locator(".math-inline .katex")).to_have_count(1)
+    page.get_by_role("checkbox", name=re.compile("water")).click()
+    expect(out).to_have_attribute("data-saved", re.compile(r"- \[x\] water"))
+    linker = live.api("POST", "/api/v1/notes", json={"title": "Points at it", "body": "see [[Served]]"})
+    assert [b["id"] for b in live.api("GET", f"/api/v1/notes/{note['id']}/rendered")["backlinks"]] == [linker["id"]]

@@ -23,6 +23,10 @@
 //       HTML did not change. An unclosed fence is a code block to the end. Call renderInto
 //       with the final text when it ends (that also resolves links). The promise resolves
 //       once the frame that drew this text (or a later one) has run.
+//   NoteloomRender.enhance(el, {noteId, updatedTime, onToggleTask, onNoteChanged, onError})
+//                                            -> Promise<void>
+//       For the server's HTML already in `el` (GET /api/v1/notes/{id}/rendered, links
+//       resolved there): highlights, draws math, wires the task boxes as renderInto does.
 //   NoteloomRender.ready -> Promise: the Markdown bundle and stylesheets are loaded.
 //
 // Needs /static/vendor/markdown/markdown.js (NoteloomMarkdown; loaded here when the page has
@@ -165,8 +169,9 @@
   }
 
   async function resolveLinks(root) {
-    const byId = [...root.querySelectorAll("[data-joplin-id]")];
-    const byTitle = [...root.querySelectorAll("a[data-wikilink]")];
+    // Only what is still pending (the server's HTML comes with its links resolved).
+    const byId = [...root.querySelectorAll("a[data-joplin-id]:not([href]):not(.link-unresolved), img[data-joplin-id]:not(.link-unresolved)")];
+    const byTitle = [...root.querySelectorAll("a[data-wikilink]:not([href]):not(.link-unresolved)")];
     if (!byId.length && !byTitle.length) return;
     const ids = [...new Set(byId.map((n) => n.dataset.joplinId))];
     const titles = [...new Set(byTitle.map((n) => n.dataset.wikilink))];
@@ -242,6 +247,16 @@
     el.__nlStream = null;
     el.classList.add("nl-render");
     setHtml(el, render(markdown));
+    window.NoteloomMarkdown.highlight(el);
+    wireTasks(el, opts);
+    await Promise.all([renderMath(el), resolveLinks(el)]);
+  }
+
+  // The server's HTML (GET /api/v1/notes/{id}/rendered, links resolved) already in `el`:
+  // the same as renderInto does after rendering, without rendering again.
+  async function enhance(el, opts = {}) {
+    await ready;
+    el.classList.add("nl-render");
     window.NoteloomMarkdown.highlight(el);
     wireTasks(el, opts);
     await Promise.all([renderMath(el), resolveLinks(el)]);
@@ -349,5 +364,5 @@
     return next.length;
   }
 
-  window.NoteloomRender = { render, renderInto, renderStreaming, ready };
+  window.NoteloomRender = { render, renderInto, renderStreaming, enhance, ready };
 })();
