@@ -42,8 +42,8 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from mdit_py_plugins.tasklists import tasklists_plugin
 
-__all__ = ["LINK_SCHEMES", "LinkRefs", "LinkResolver", "Resolved", "link_refs", "render_markdown", "safe_link",
-           "task_lines"]
+__all__ = ["LINK_SCHEMES", "UNRESOLVED", "LinkRefs", "LinkResolver", "Resolved", "link_refs", "render_markdown",
+           "safe_link", "task_lines", "toggle_task"]
 
 LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 _JOPLIN = re.compile(r"^:/([0-9a-f]{32})$")
@@ -105,7 +105,7 @@ def _math_inline(state: StateInline, silent: bool) -> bool:
         if src[end - 1] == "\\":
             end += 1
             continue
-        if src[end - 1] in " \t\n" or (end + 1 < len(src) and src[end + 1].isdigit()):
+        if src[end - 1] in " \t\n" or (end + 1 < len(src) and src[end + 1] in "0123456789"):
             return False
         break
     if not silent:
