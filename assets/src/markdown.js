@@ -167,9 +167,13 @@ function wikilink(state, silent) {
   return true;
 }
 
-// Task items carry their line; :/ID links and images carry the id, not the URL.
+const LANGUAGE = /^[A-Za-z0-9_+#.-]*$/;
+
+// Task items carry their line; :/ID links and images carry the id, not the URL; a fence's
+// language that is not a plain name is dropped (DOMPurify would drop such a class).
 function markLinks(state) {
   for (const token of state.tokens) {
+    if (token.type === "fence" && !LANGUAGE.test(token.info.trim().split(/\s+/)[0] || "")) token.info = "";
     if (token.type === "list_item_open" && String(token.attrGet("class") || "").includes("task-list-item")
         && token.map) {
       token.attrSet("data-line", String(token.map[0]));

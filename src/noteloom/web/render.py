@@ -52,6 +52,9 @@ UNRESOLVED = "link-unresolved"
 # anywhere ("java\tscript:" is javascript:).
 _URL_IGNORED = re.compile(r"[\t\n\r]")
 _URL_EDGES = "".join(chr(c) for c in range(0x21))
+# An attribute value that could close a comment or a raw-text element if the HTML were ever
+# read as XML or re-parsed: removed, as DOMPurify does in the page (its ATTR_VALUE_BREAKOUT).
+_BREAKOUT = re.compile(r"((--!?|\])>)|</(style|script|title|xmp|textarea|noscript|iframe|noembed|noframes)", re.I)
 
 # The tags and attributes that survive; assets/src/markdown.js gives DOMPurify the same lists.
 _ALLOWED_TAGS = nh3.ALLOWED_TAGS | {"input"}
@@ -179,9 +182,28 @@ def _wikilink(state: StateInline, silent: bool) -> bool:
     return True
 
 
+def _backslash_before_break(state: StateInline, silent: bool) -> bool:
+    """A backslash before trailing spaces is a literal backslash, and the spaces still make a
+    hard break (CommonMark, and markdown-it in the page; markdown-it-py's escape rule keeps the
+    spaces as text instead). Server side only: it mends a difference, it adds no syntax."""
+    src, pos = state.src, state.pos
+    if src[pos] != "\\" or pos + 1 >= state.posMax or src[pos + 1] not in " \t":
+        return False
+    if not silent:
+        state.pending += "\\"
+    state.pos += 1
+    return True
+
+
+_LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]*")
+
+
 def _mark_links(state: StateCore) -> None:
-    """Task items carry their line; ``:/ID`` links and images carry the id, not the URL."""
+    """Task items carry their line; ``:/ID`` links and images carry the id, not the URL; a
+    fence's language that is not a plain name is dropped (DOMPurify drops such a class)."""
     for token in state.tokens:
+        if token.type == "fence" and not _LANGUAGE.fullmatch((token.info.split() or [""])[0]):
+            token.info = ""
         if token.type == "list_item_open" and "task-list-item" in str(token.attrGet("class") or "") and token.map:
             token.attrSet("data-line", str(token.map[0]))
         for child in token.children or ():
@@ -214,6 +236,7 @@ def _markdown() -> MarkdownIt:
     md.block.ruler.before("fence", "math_block", _math_block,
                           {"alt": ["paragraph", "reference", "blockquote", "list"]})
     md.inline.ruler.before("escape", "math_inline", _math_inline)
+    md.inline.ruler.before("escape", "backslash_before_break", _backslash_before_break)
     md.inline.ruler.before("link", "wikilink", _wikilink)
     md.core.ruler.push("noteloom_marks", _mark_links)
     md.add_render_rule("math_inline", _render_math_inline)
@@ -287,7 +310,12 @@ def render_markdown(body: str, resolve: LinkResolver | None = None) -> str:
         attributes=_ATTRIBUTES,
         url_schemes=set(LINK_SCHEMES),
         link_rel="noopener noreferrer nofollow",
+        attribute_filter=_attribute,
     )
+
+
+def _attribute(tag: str, name: str, value: str) -> str | None:
+    return None if _BREAKOUT.search(value) else value
 
 
 _TASK = re.compile(r"^((?:[ \t]*>)*[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\[)([ xX])(\])")
