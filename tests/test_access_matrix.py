@@ -867,6 +867,148 @@ async def r_revision_restore(w: World, p: Principal) -> None:
         assert not restored, f"{p.name} was refused, yet a revision was restored in {book}"
 
 
+def note_change(method: str, suffix: str, done: Callable[[World, str], bool], *, trashed: bool = False,
+                **kw: Any) -> RouteCell:
+    """A write on one note (the editor's routes), on a fresh note in every notebook: done where
+    ``p`` may write, 403 where ``p`` only reads, like a missing id where ``p`` sees nothing."""
+
+    async def cell(w: World, p: Principal) -> None:
+        nothing_id = missing_id()
+        nothing = await http(w, p, method, f"/api/v1/notes/{nothing_id}{suffix}", **kw)
+        for book in BOOKS:
+            note_id = w.fresh_note(book, trashed=trashed)
+            r = await http(w, p, method, f"/api/v1/notes/{note_id}{suffix}", **kw)
+            rule = access(p, book)
+            what = f"{method} /api/v1/notes/{{id}}{suffix} in {book}"
+            if p.read_only:
+                assert_refused(r, p, what)
+            elif rule == "write":
+                assert r.status_code < 300 and done(w, note_id), f"{p.name} may: {what}: {r.status_code} {r.text}"
+                continue
+            elif rule == "read":
+                assert r.status_code == 403, f"{p.name} sees {book} read-only: {what}: {r.status_code} {r.text}"
+            else:
+                like_missing(r, note_id, nothing, nothing_id, p, what)
+            assert not done(w, note_id), f"{p.name} was refused, yet {what} happened"
+    return cell
+
+
+def _attachments_of(w: World, note_id: str) -> bool:
+    return bool(w.app.workspace.list_attachments(note_id))
+
+
+async def r_revision_read(w: World, p: Principal) -> None:
+    ws = w.app.workspace
+    nothing_note, nothing_rev = missing_id(), missing_id()
+    nothing = await http(w, p, "GET", f"/api/v1/notes/{nothing_note}/revisions/{nothing_rev}")
+    assert nothing.status_code == 404
+    for book in BOOKS:
+        note_id = w.fresh_note(book)
+        ws.update_note(note_id, body="second")
+        rev = ws.list_revisions(note_id)[0].id
+        r = await http(w, p, "GET", f"/api/v1/notes/{note_id}/revisions/{rev}")
+        if book in VISIBLE[p.name]:
+            assert r.status_code == 200 and COMMON in r.text, f"{p.name} in {book}: {r.status_code} {r.text}"
+        else:
+            assert r.status_code == nothing.status_code and r.text.replace(note_id, "<N>").replace(rev, "<R>") == \
+                nothing.text.replace(nothing_note, "<N>").replace(nothing_rev, "<R>"), (
+                f"a revision in {book} for {p.name} must read like missing: {r.text} vs {nothing.text}")
+
+
+async def r_browse_tree(w: World, p: Principal) -> None:
+    r = await http(w, p, "GET", "/api/v1/browse/tree")
+    assert r.status_code == 200, r.text
+    titles = {b["title"] for b in r.json()["notebooks"]}
+    assert titles & set(BOOKS) == VISIBLE[p.name], f"{p.name}'s tree holds {sorted(titles & set(BOOKS))}"
+
+
+async def _browse_all(w: World, p: Principal, params: dict[str, Any]) -> tuple[httpx.Response, str]:
+    """Every page of the app's note list; the first answer and the text of all pages."""
+    first, text, cursor = None, "", None
+    while True:
+        r = await http(w, p, "GET", "/api/v1/browse/notes",
+                       params={**params, "limit": 200, **({"cursor": cursor} if cursor else {})})
+        first = first or r
+        if r.status_code != 200:
+            return first, text
+        text += r.text
+        cursor = r.json()["next_cursor"]
+        if cursor is None:
+            return first, text
+
+
+async def r_browse_notes(w: World, p: Principal) -> None:
+    r, text = await _browse_all(w, p, {})
+    assert r.status_code == 200 and seen(text, MARK) == VISIBLE[p.name], f"{p.name} lists {seen(text, MARK)}"
+    nothing_id = missing_id()
+    nothing = await http(w, p, "GET", "/api/v1/browse/notes", params={"notebook_id": nothing_id})
+    for book in BOOKS:
+        r, text = await _browse_all(w, p, {"notebook_id": w.books[book]})
+        if book in VISIBLE[p.name]:
+            assert r.status_code == 200 and MARK[book] in text, f"{p.name} lists {book}: {r.text[:300]}"
+        else:
+            like_missing(r, w.books[book], nothing, nothing_id, p, f"GET /api/v1/browse/notes?notebook_id= {book}")
+
+
+def browse_find(path: str, key: str) -> RouteCell:
+    """Titles or search: each notebook's word finds its note only for those who see it."""
+
+    async def cell(w: World, p: Principal) -> None:
+        for book in BOOKS:
+            r = await http(w, p, "GET", path, params={"q": MARK[book]})
+            assert r.status_code == 200, r.text
+            assert (MARK[book] in r.text) == (book in VISIBLE[p.name]), f"{path} {book} for {p.name}: {r.text[:300]}"
+            if book not in VISIBLE[p.name]:
+                assert r.json()[key] == []
+    return cell
+
+
+async def r_note_move(w: World, p: Principal) -> None:
+    """Moving needs the right to change the note (from each notebook into Ann, which everyone
+    not read-only may change) and the target (a note of Ann's into each notebook)."""
+
+    async def move(note_id: str, book_id: str) -> httpx.Response:
+        return await http(w, p, "POST", f"/api/v1/notes/{note_id}/move", json={"notebook_id": book_id})
+
+    def where(note_id: str) -> str:
+        return str(note_row(w, note_id).notebook_id)
+
+    nothing_id = missing_id()
+    nothing = await move(nothing_id, w.books["Ann"])
+    for book in BOOKS:
+        if book == "Ann":
+            continue
+        note_id = w.fresh_note(book)
+        r = await move(note_id, w.books["Ann"])
+        what = f"POST /api/v1/notes/{{id}}/move from {book}"
+        if p.read_only:
+            assert_refused(r, p, what)
+        elif access(p, book) == "write":
+            assert r.status_code == 200 and where(note_id) == w.books["Ann"], f"{p.name}: {what}: {r.text}"
+            continue
+        elif access(p, book) == "read":
+            assert r.status_code == 403, f"{p.name} sees {book} read-only: {what}: {r.status_code} {r.text}"
+        else:
+            like_missing(r, note_id, nothing, nothing_id, p, what)
+        assert where(note_id) == w.books[book], f"{p.name} was refused, yet {what} happened"
+    probe = w.fresh_note("Ann")
+    nothing = await move(probe, nothing_id)
+    for book in BOOKS:
+        note_id = w.fresh_note("Ann")
+        r = await move(note_id, w.books[book])
+        what = f"POST /api/v1/notes/{{id}}/move into {book}"
+        if p.read_only:
+            assert_refused(r, p, what)
+        elif access(p, book) == "write":
+            assert r.status_code == 200 and where(note_id) == w.books[book], f"{p.name}: {what}: {r.text}"
+            continue
+        elif access(p, book) == "read":
+            assert r.status_code == 403, f"{p.name} sees {book} read-only: {what}: {r.status_code} {r.text}"
+        else:
+            like_missing(r, w.books[book], nothing, nothing_id, p, what)
+        assert where(note_id) == w.books["Ann"], f"{p.name} was refused, yet {what} happened"
+
+
 async def r_notebooks(w: World, p: Principal) -> None:
     r = await http(w, p, "GET", "/api/v1/notebooks")
     assert r.status_code == 200, r.text
@@ -884,6 +1026,61 @@ async def r_attachment(w: World, p: Principal) -> None:
             assert r.status_code == 200 and ATTACHMENT_MARK[book] in r.text, f"{p.name} gets {book}'s file: {r.status_code}"
         else:
             like_missing(r, w.attachments[book], nothing, nothing_id, p, f"GET {book}'s attachment")
+
+
+async def r_backlinks(w: World, p: Principal) -> None:
+    """Rendering (issue 17): a note's backlinks as the reader sees them, from notes they may see."""
+    nothing_id = missing_id()
+    nothing = await http(w, p, "GET", f"/api/v1/notes/{nothing_id}/backlinks")
+    assert nothing.status_code == 404
+    for book in BOOKS:
+        r = await http(w, p, "GET", f"/api/v1/notes/{w.notes[book]}/backlinks")
+        if book in VISIBLE[p.name]:
+            assert r.status_code == 200, f"backlinks in {book} for {p.name}: {r.status_code} {r.text[:300]}"
+        else:
+            like_missing(r, w.notes[book], nothing, nothing_id, p, f"GET backlinks in {book}")
+    target = w.fresh_note("Ann")
+    linkers = {}
+    for book in BOOKS:
+        linkers[book] = w.fresh_note(book)
+        w.app.workspace.update_note(linkers[book], body=f"see [it](:/{target})")
+    r = await http(w, p, "GET", f"/api/v1/notes/{target}/backlinks")
+    listed = {b["id"] for b in r.json()}
+    assert {book for book, nid in linkers.items() if nid in listed} == VISIBLE[p.name], (
+        f"{p.name} is shown backlinks from {sorted(b for b, nid in linkers.items() if nid in listed)}")
+
+
+async def r_task_toggle(w: World, p: Principal) -> None:
+    nothing_id = missing_id()
+    nothing = await http(w, p, "POST", f"/api/v1/notes/{nothing_id}/tasks", json={"line": 0, "done": True})
+    for book in BOOKS:
+        note_id = w.fresh_note(book)
+        w.app.workspace.update_note(note_id, body="- [ ] a task")
+        r = await http(w, p, "POST", f"/api/v1/notes/{note_id}/tasks", json={"line": 0, "done": True})
+        changed = note_row(w, note_id).body == "- [x] a task"
+        rule = access(p, book)
+        if p.read_only:
+            assert_refused(r, p, "POST /api/v1/notes/{id}/tasks")
+        elif rule == "write":
+            assert r.status_code == 200 and changed, f"{p.name} ticks a task in {book}: {r.status_code} {r.text}"
+            continue
+        elif rule == "read":
+            assert r.status_code == 403, f"{p.name} ticks a task in read-only {book}: {r.status_code} {r.text}"
+        else:
+            like_missing(r, note_id, nothing, nothing_id, p, f"tick a task in {book}")
+        assert not changed, f"{p.name} was refused, yet the task in {book} changed"
+
+
+async def r_links_resolve(w: World, p: Principal) -> None:
+    """Links resolve to the notes and attachments the reader may see; the rest reads as missing."""
+    ids = [*w.notes.values(), *w.attachments.values(), missing_id()]
+    r = await http(w, p, "POST", "/api/v1/links/resolve", json={"ids": ids, "titles": [f"{MARK[b]} note" for b in BOOKS]})
+    assert r.status_code == 200, f"links/resolve for {p.name}: {r.status_code} {r.text[:300]}"
+    got = r.json()
+    assert {b for b in BOOKS if w.notes[b] in got["notes"]} == VISIBLE[p.name]
+    assert {b for b in BOOKS if w.attachments[b] in got["attachments"]} == VISIBLE[p.name]
+    assert {b for b in BOOKS if f"{MARK[b]} note" in got["titles"]} == VISIBLE[p.name]
+    assert (await http(w, None, "POST", "/api/v1/links/resolve", json={"ids": []})).status_code == 401
 
 
 async def r_index_status(w: World, p: Principal) -> None:
@@ -1026,6 +1223,41 @@ async def fresh_conversation(w: World, person: str) -> str:
     async for _ in chat.events(user, sent.message_id, 0):
         pass
     return str(sent.conversation_id)
+
+
+async def fresh_turn(w: World, person: str, *, question: bool = False) -> str:
+    """A settled turn of ``person``'s, made for one cell: its answer's id (or its question's)."""
+    chat = w.app.services.chat
+    assert chat is not None
+    user = w.people[person]
+    sent = await chat.send(user, w.unique(f"{CHAT_MARK[person]} turn"), controls={"model": "matrix:script"})
+    async for _ in chat.events(user, sent.message_id, 0):
+        pass
+    return str(sent.user_message_id if question else sent.message_id)
+
+
+async def fresh_question(w: World, person: str) -> str:
+    return await fresh_turn(w, person, question=True)
+
+
+async def r_chat_trash(w: World, p: Principal) -> None:
+    """Each person's own chat trash: the dry run lists their deleted chats only, and emptying
+    it purges theirs only."""
+    chat = w.app.services.chat
+    assert chat is not None
+    for person in PEOPLE:
+        await chat.delete_conversation(w.people[person], await fresh_conversation(w, person))
+    r = await http(w, p, "DELETE", "/api/v1/chat/trash?dry_run=true")
+    if refusal(p, write=True, scoped_ok=False):
+        assert_refused(r, p, "DELETE /api/v1/chat/trash")
+        return
+    assert r.status_code == 200, f"DELETE /api/v1/chat/trash for {p.name}: {r.status_code} {r.text[:300]}"
+    assert seen(r.text, CHAT_MARK) == {p.user}, f"{p.name}'s trash shows the chats of {seen(r.text, CHAT_MARK)}"
+    r = await http(w, p, "DELETE", "/api/v1/chat/trash")
+    assert r.status_code == 200 and seen(r.text, CHAT_MARK) == {p.user}
+    for other in set(PEOPLE) - {p.user}:
+        left = await chat.empty_trash(w.people[other], dry_run=True)
+        assert left["totals"]["conversations"] >= 1, f"{p.name} emptied {other}'s trash"
 
 
 async def r_chat_send(w: World, p: Principal) -> None:
@@ -1204,6 +1436,7 @@ ROUTE_RULES: dict[tuple[str, str], RouteCell] = {
     ("GET", "/notes/{note_id}"): shell("/notes/{id}"),
     ("GET", "/api/docs"): shell("/api/docs"),
     ("GET", "/chat"): shell("/chat"),
+    ("GET", "/chat/{conversation_id}"): shell("/chat/{id}"),
     ("GET", "/recipes"): shell("/recipes"),
     ("GET", "/recipes/runs/{run_id}"): shell("/recipes/runs/{id}"),
     ("GET", "/recipes/{recipe_id}"): shell("/recipes/{id}"),
@@ -1223,8 +1456,25 @@ ROUTE_RULES: dict[tuple[str, str], RouteCell] = {
     ("GET", "/api/v1/notes/{note_id}/revisions"): note_read("/api/v1/notes/{id}/revisions"),
     ("PATCH", "/api/v1/notes/{note_id}"): r_note_patch,
     ("POST", "/api/v1/notes/{note_id}/revisions/{revision_id}/restore"): r_revision_restore,
+    ("DELETE", "/api/v1/notes/{note_id}"): note_change(
+        "DELETE", "", lambda w, n: note_row(w, n).deleted_time is not None),
+    ("POST", "/api/v1/notes/{note_id}/restore"): note_change(
+        "POST", "/restore", lambda w, n: note_row(w, n).deleted_time is None, trashed=True),
+    ("POST", "/api/v1/notes/{note_id}/attachments"): note_change(
+        "POST", "/attachments", _attachments_of, files={"file": ("a.txt", b"attached", "text/plain")}),
+    ("GET", "/api/v1/notes/{note_id}/revisions/{revision_id}"): r_revision_read,
     ("POST", "/api/v1/notes/preview"): same_for_all("POST", "/api/v1/notes/preview", {200}, json={"markdown": "*x*"}),
+    ("GET", "/api/v1/notes/{note_id}/backlinks"): r_backlinks,
+    ("POST", "/api/v1/notes/{note_id}/tasks"): r_task_toggle,
+    ("POST", "/api/v1/links/resolve"): r_links_resolve,
     ("GET", "/api/v1/notebooks"): r_notebooks,
+    ("GET", "/api/v1/browse/tree"): r_browse_tree,
+    ("GET", "/api/v1/browse/notes"): r_browse_notes,
+    ("GET", "/api/v1/browse/titles"): browse_find("/api/v1/browse/titles", "notes"),
+    ("GET", "/api/v1/browse/search"): browse_find("/api/v1/browse/search", "results"),
+    ("POST", "/api/v1/notes/{note_id}/move"): r_note_move,
+    ("GET", "/search"): shell("/search"),
+    ("GET", "/runs/{run_id}"): same_for_all("GET", "/runs/" + "0" * 32, {308}, public=True),
     ("GET", "/attachments/{attachment_id}"): r_attachment,
     ("GET", "/api/v1/index/status"): r_index_status,
     # Tool policies and workspace settings: read by all, changed by the owner.
@@ -1267,6 +1517,16 @@ ROUTE_RULES: dict[tuple[str, str], RouteCell] = {
     ("GET", "/api/v1/chat/messages/{message_id}"): personal("GET", "/api/v1/chat/messages/{id}", "messages", OK_READ),
     ("GET", "/api/v1/chat/messages/{message_id}/events"): personal(
         "GET", "/api/v1/chat/messages/{id}/events", "messages", OK_READ),
+    ("DELETE", "/api/v1/chat/trash"): r_chat_trash,
+    ("POST", "/api/v1/chat/messages/{message_id}/regenerate"): personal(
+        "POST", "/api/v1/chat/messages/{id}/regenerate", "messages", {202}, write=True, fresh=fresh_turn),
+    ("POST", "/api/v1/chat/messages/{message_id}/edit"): personal(
+        "POST", "/api/v1/chat/messages/{id}/edit", "messages", {202}, write=True, body={"message": "edited"},
+        fresh=fresh_question),
+    ("POST", "/api/v1/chat/messages/{message_id}/show"): personal(
+        "POST", "/api/v1/chat/messages/{id}/show", "messages", {200}, write=True, fresh=fresh_turn),
+    ("DELETE", "/api/v1/chat/messages/{message_id}"): personal(
+        "DELETE", "/api/v1/chat/messages/{id}", "messages", {204}, write=True, fresh=fresh_turn),
     ("POST", "/api/v1/chat/messages/{message_id}/cancel"): personal(
         "POST", "/api/v1/chat/messages/{id}/cancel", "messages", {200}, write=True),
     ("POST", "/api/v1/chat/messages/{message_id}/confirm"): personal(
