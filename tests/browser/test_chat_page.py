@@ -65,9 +65,25 @@ def test_cancel_stops_the_answer_and_keeps_what_was_written(page: Any) -> None:
     expect(page.locator("#send")).to_have_text("Cancel")
     page.click("#send")
     answer = page.locator(".msg.assistant").last
-    expect(answer.locator(".marker")).to_have_text("Cancelled", timeout=2000)
+    expect(answer.locator(".marker")).to_have_text("Cancelled")  # the slow model never ends by itself
     expect(answer.locator(".bubble")).to_contain_text("Let me think about that")
     expect(page.locator("#send")).to_have_text("Send")
+
+
+def test_the_status_region_speaks_when_the_activity_changes_not_every_second(page: Any) -> None:
+    record_statuses(page)
+    pick_model(page, "slow")
+    send(page, "Think hard about packing")
+    expect(page.locator(".msg.assistant .bubble.streaming")).to_contain_text("about that")
+    # The clock beside it ticks on (hidden from screen readers) …
+    expect(page.locator("#run-clock")).to_have_text(re.compile(r"^[3-9]s|^\d{2,}s"))
+    assert page.locator("#run-clock").get_attribute("aria-hidden") == "true"
+    statuses: list[str] = page.evaluate("window.__statuses")
+    # … while the polite region was given each activity once, never a count of seconds.
+    assert statuses and not any(re.search(r"\d+s\b", s) for s in statuses), statuses
+    assert len(statuses) == len(set(statuses)), statuses
+    page.click("#send")
+    expect(page.locator("#run-clock")).to_have_text("")
 
 
 def test_a_held_call_is_approved_or_declined_from_its_card(page: Any, live: Live) -> None:

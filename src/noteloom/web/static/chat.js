@@ -1115,13 +1115,20 @@
   function stopStream() {
     if (state.run) state.run.es.close();
     clearInterval(state.tick);
+    $("run-clock").textContent = "";
     state.run = null;
   }
 
+  // The activity is announced when it changes; the seconds and tokens tick beside it in an
+  // element screen readers skip (a live region rewritten every second is read every second).
   function showActivity(run) {
     if (state.run !== run) return;
+    if (run.announced !== run.activity) {
+      run.announced = run.activity;
+      announce(run.activity);
+    }
     const secs = Math.round((Date.now() - run.started) / 1000);
-    announce(`${run.activity} · ${secs}s` + (run.tokens ? ` · ${run.tokens} tokens out` : ""));
+    $("run-clock").textContent = `${secs}s` + (run.tokens ? ` · ${run.tokens} tokens out` : "");
   }
 
   function liveBubble(messageId) {
