@@ -124,6 +124,25 @@ class Edits:
             )
             return self._get_any(edit_id, c), updated
 
+    def record_applied(self, user_id: str, edit_id: str) -> tuple[ProposedEdit, Note]:
+        """Record as accepted an edit that an editor applied to the note and saved itself (as
+        one undo step there and one revision here): the note is left as it is, so the edit is
+        never applied twice. ``Conflict`` when it was decided already, or when the note does
+        not hold the edit's new text."""
+        with self._w(None) as c:
+            edit = self.get(user_id, edit_id, conn=c)
+            if edit.status != "proposed":
+                raise Conflict(f"edit {edit_id!r} is {edit.status} already")
+            note = self._note(edit, c, user_id)
+            added = edit.text if edit.tool == "append_to_note" else edit.new_text
+            if added.strip() and added not in note.body:
+                raise Conflict(f"edit {edit_id!r} is not in note {edit.note_id!r}; save the note with the edit "
+                               "first, or accept it without applied=true to have it applied here")
+            revisions = self.workspace.list_revisions(edit.note_id, conn=c)
+            self._decide(c, edit_id, status="accepted", applied_time=note.updated_time,
+                         revision_id=revisions[0].id if revisions else None)
+            return self._get_any(edit_id, c), note
+
     def reject(self, user_id: str, edit_id: str) -> ProposedEdit:
         with self._w(None) as c:
             edit = self.get(user_id, edit_id, conn=c)

@@ -767,6 +767,10 @@ class ChatService:
         edit, note = await _thread(self.stores.edits.accept, user.id, edit_id)
         return edit_view(edit), note
 
+    async def record_applied_edit(self, user: User, edit_id: str) -> tuple[dict[str, Any], Note]:
+        edit, note = await _thread(self.stores.edits.record_applied, user.id, edit_id)
+        return edit_view(edit), note
+
     async def reject_edit(self, user: User, edit_id: str) -> dict[str, Any]:
         return edit_view(await _thread(self.stores.edits.reject, user.id, edit_id))
 

@@ -763,10 +763,22 @@ def install(api: FastAPI, app: App) -> None:
                                                               keys)]))[0]
 
     @r.post("/edits/{edit_id}/accept", response_model=EditDecisionOut)
-    async def accept_edit(request: Request, edit_id: IdPath) -> dict[str, Any]:
+    async def accept_edit(
+        request: Request,
+        edit_id: IdPath,
+        applied: Annotated[bool, Query(description="The edit is in the note already: an editor applied it and "
+                                                   "saved the note (one undo step there, one revision). Record "
+                                                   "it as accepted and change nothing; 409 when the note does "
+                                                   "not hold its new text.")] = False,
+    ) -> dict[str, Any]:
         """Apply a proposed edit as one new version of the note. 409 when the text it replaces
-        is no longer there (nothing is changed then)."""
-        edit, note = await service_of(app).accept_edit(user_of(request), edit_id)
+        is no longer there (nothing is changed then). With `applied=true`, only record that an
+        editor applied it (so it is never applied twice)."""
+        chat, user = service_of(app), user_of(request)
+        if applied:
+            edit, note = await chat.record_applied_edit(user, edit_id)
+        else:
+            edit, note = await chat.accept_edit(user, edit_id)
         return {"edit": edit, "note": note_out(note)}
 
     @r.post("/edits/{edit_id}/reject", response_model=EditDecisionOut)
