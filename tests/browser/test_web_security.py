@@ -28,6 +28,9 @@ from noteloom.config import load_settings
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 FAR_FUTURE_MS = 253402300800000  # 10000-01-01: stored by an old import, out of any date type's range
 REPORT_TIMEOUT = 30.0
+TITLE = "#note-pane .ne-title"  # the note editor's title field
+INFO = "#note-pane .ne-info"  # its line of dates and the source link
+PREVIEW = "#note-pane .ne-preview"
 
 
 def _png_1x1() -> bytes:
@@ -272,9 +275,11 @@ def test_no_page_breaks_its_content_security_policy(context: Any, live: Live, se
     if path == "/":
         expect(pg.locator("#notes")).to_contain_text("Bank codes")
     elif path == "note":
-        img = pg.locator("#note-body img")
+        expect(pg.locator(TITLE)).to_have_value("Picture")
+        pg.click("#note-pane .ne-preview-toggle")
+        img = pg.locator(f"{PREVIEW} img")
         expect(img).to_have_attribute("src", re.compile(r"^blob:"))
-        pg.wait_for_function("document.querySelector('#note-body img').naturalWidth === 1")
+        pg.wait_for_function(f"document.querySelector('{PREVIEW} img').naturalWidth === 1")
     elif path == "/chat":
         expect(pg.locator("#note-list")).to_contain_text("Bank codes")
     else:
@@ -285,12 +290,16 @@ def test_no_page_breaks_its_content_security_policy(context: Any, live: Live, se
 
 
 def test_unsafe_urls_never_become_links_and_safe_ones_do(context: Any, live: Live, seeded: Seeded) -> None:
+    assert read(live, seeded.evil_source)["source_url"] is None  # withheld by the server
     pg, problems = signed_in(context, live, f"/notes/{seeded.evil_source}")
-    expect(pg.locator("#note-title")).to_have_text("Clipped evil")
-    expect(pg.locator("#note-body")).to_contain_text("y")
+    expect(pg.locator(TITLE)).to_have_value("Clipped evil")
+    expect(pg.locator(INFO)).to_contain_text("Updated ")  # the line a source link would be on
+    pg.click("#note-pane .ne-preview-toggle")
+    expect(pg.locator(PREVIEW)).to_contain_text("y")
     assert pg.locator("a.source").count() == 0
     protocols = pg.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.protocol)")
     assert protocols and set(protocols) <= {"http:", "https:", "mailto:"}, protocols
+    assert read(live, seeded.good_source)["source_url"] == "https://example.com/article"
     pg.goto(f"{live.url}/notes/{seeded.good_source}")
     expect(pg.locator("a.source")).to_have_attribute("href", "https://example.com/article")
     assert not problems, problems
@@ -298,8 +307,10 @@ def test_unsafe_urls_never_become_links_and_safe_ones_do(context: Any, live: Liv
 
 def test_a_date_out_of_range_shows_as_invalid_and_breaks_nothing(context: Any, live: Live, seeded: Seeded) -> None:
     pg, problems = signed_in(context, live, f"/notes/{seeded.future}")
-    expect(pg.locator("#note-meta")).to_contain_text("Updated invalid date")
-    expect(pg.locator("#note-meta")).to_contain_text("due invalid date")
+    expect(pg.locator(TITLE)).to_have_value("Far future")
+    expect(pg.locator(INFO)).to_contain_text("Updated invalid date")
+    expect(pg.locator(INFO)).to_contain_text("due invalid date")
+    expect(pg.locator("#note-pane .ne-due")).to_have_value("")  # no date input can hold year 81000
     pg.goto(f"{live.url}/")
     row = pg.locator("#notes li", has_text="Far future")
     expect(row.locator("time")).to_have_text("invalid date")
@@ -313,13 +324,13 @@ def test_without_a_session_the_page_asks_for_the_token_and_sign_out_ends_it(
     pg, _ = watched(context)
     pg.goto(f"{live.url}/notes/{seeded.good_source}")
     expect(pg.locator("#sign-in")).to_be_visible()
-    expect(pg.locator("#note-title")).to_be_hidden()
+    expect(pg.locator(TITLE)).to_be_hidden()
     pg.fill("#sign-in-token", "nl_wrong")
     pg.press("#sign-in-token", "Enter")
     expect(pg.locator("#sign-in-error")).to_contain_text("wrong or revoked")
     pg.fill("#sign-in-token", live.token)
     pg.press("#sign-in-token", "Enter")
-    expect(pg.locator("#note-title")).to_have_text("Clipped good")
+    expect(pg.locator(TITLE)).to_have_value("Clipped good")
     session = pg.evaluate("sessionStorage.getItem('noteloom.session')")
     pg.click("#sign-out")
     expect(pg.locator("#sign-in")).to_be_visible()
@@ -349,7 +360,7 @@ def test_a_token_in_the_fragment_signs_in_too_and_never_reaches_the_server(
     requested: list[str] = []
     pg.on("request", lambda r: requested.append(r.url))
     pg.goto(f"{live.url}/notes/{seeded.good_source}#token={live.token}")
-    expect(pg.locator("#note-title")).to_have_text("Clipped good")
+    expect(pg.locator(TITLE)).to_have_value("Clipped good")
     assert live.token not in pg.url
     assert not [u for u in requested if live.token in u]  # a fragment is never sent
     assert not problems, problems

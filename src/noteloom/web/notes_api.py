@@ -35,7 +35,7 @@ from noteloom.web.api_base import (
     install_error_handlers,
     note_out,
 )
-from noteloom.web.render import render_markdown
+from noteloom.web.render import render_markdown, safe_link
 from noteloom.workspace import Note
 from noteloom.workspace.model import MAX_TIME_MS
 
@@ -71,6 +71,9 @@ class NoteDetail(NoteOut):
     todo_due: int | None
     todo_completed: int | None
     deleted_time: int | None = Field(description="When it went to the trash; null for a live note.")
+    created_time: int
+    source_url: str | None = Field(None, description="Where the note came from, when that is an http, https or "
+                                                     "mailto URL (anything else is withheld: it must not become a link).")
     writable: bool = Field(True, description="Whether you may change it (false: shared with you to read, or a "
                                              "read-only token).")
 
@@ -386,4 +389,5 @@ _UPLOAD_BODY: dict[str, Any] = {
 
 def note_detail(note: Note) -> dict[str, Any]:
     return {**note_out(note), "is_todo": note.is_todo, "todo_due": note.todo_due,
-            "todo_completed": note.todo_completed, "deleted_time": note.deleted_time}
+            "todo_completed": note.todo_completed, "deleted_time": note.deleted_time,
+            "created_time": note.created_time, "source_url": safe_link(note.source_url)}

@@ -20,6 +20,12 @@
 (() => {
   const h = (...a) => NL.h(...a);
   const SAVE_DELAY = 1000;
+  // The preview follows typing this long after the last keystroke (one render per pause,
+  // not one per key: a long note takes a while to render).
+  const PREVIEW_DELAY = 300;
+  // A task item's box, as the server finds it (web/render.py): in a list item, in quotes too.
+  const TASK = /^((?:[ \t]*>)*[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\[)([ xX])(\])/;
+  const LINK_SCHEMES = /^(https?|mailto):/i;
   const STATUS = { saved: "Saved", saving: "Saving…", dirty: "Unsaved changes", conflict: "Conflict" };
   const draftKey = (id) => `noteloom.draft.${id}`;
   let current = null;
@@ -28,7 +34,13 @@
     try { return JSON.parse(sessionStorage.getItem(draftKey(id)) || "null"); } catch { return null; }
   }
 
-  const dayOf = (ms) => (ms === null || ms === undefined ? "" : new Date(Number(ms)).toISOString().slice(0, 10));
+  // The date input's value; empty for a date stored out of its range (year 10000, garbage).
+  const dayOf = (ms) => {
+    if (ms === null || ms === undefined) return "";
+    const d = new Date(Number(ms));
+    const y = d.getUTCFullYear();
+    return Number.isFinite(d.getTime()) && y >= 1 && y <= 9999 ? d.toISOString().slice(0, 10) : "";
+  };
   const msOf = (day) => (day ? Date.parse(`${day}T00:00:00Z`) : null);
   const escapeLabel = (name) => name.replace(/[[\]\\]/g, "\\$&");
 
@@ -91,7 +103,7 @@
     const id = note.id;
     const s = {
       note, savedTitle: note.title, savedBody: note.body, timer: null, queue: Promise.resolve(),
-      status: null, conflict: null, closed: false, preview: false, historyOpen: false,
+      status: null, conflict: null, closed: false, preview: false, historyOpen: false, previewTimer: null,
     };
     const el = {};
     const root = h("div", { class: "ne", "data-note": id });
@@ -103,6 +115,8 @@
     el.title.value = note.title;
     el.status = h("span", { class: "ne-status", role: "status", "aria-live": "polite" });
     el.error = h("p", { class: "ne-error", role: "alert", hidden: true });
+    el.info = h("p", { class: "ne-info" });
+    el.backlinks = h("nav", { class: "ne-backlinks", "aria-labelledby": `ne-backlinks-title-${id}`, hidden: true });
     el.previewBtn = h("button", { type: "button", class: "ne-preview-toggle", "aria-pressed": "false", text: "Preview" });
     el.historyBtn = h("button", { type: "button", class: "ne-history-toggle", "aria-expanded": "false", text: "History" });
     el.file = h("input", { type: "file", class: "ne-file", hidden: true, multiple: true, "aria-hidden": "true", tabindex: "-1" });
@@ -128,7 +142,7 @@
       h("div", { class: "ne-meta" },
         h("label", { class: "ne-todo-label" }, el.todo, " To-do"), el.todoFields,
         h("span", { class: "ne-tag-box" }, el.tags, el.tagInput)),
-      el.error, el.conflict, el.history, el.host, el.preview);
+      el.info, el.error, el.conflict, el.history, el.host, el.preview, el.backlinks);
     container.replaceChildren(root);
 
     const editor = NoteloomEditor.create(el.host, {
@@ -153,8 +167,24 @@
     function showError(text) { el.error.textContent = text || ""; el.error.hidden = !text; }
     const dirty = () => !s.closed && (editor.getDoc() !== s.savedBody || el.title.value !== s.savedTitle);
 
+    // Created, updated, due ("invalid date" for one out of range) and where the note came
+    // from: the server sends source_url only when it is an http, https or mailto URL, and the
+    // check is repeated here so that nothing else can ever become a link.
+    function showInfo() {
+      const n = s.note;
+      const parts = [];
+      if (n.created_time) parts.push(h("span", {}, "Created ", h("time", { text: NL.when(n.created_time) })));
+      parts.push(h("span", {}, "Updated ", h("time", { text: NL.when(n.updated_time) })));
+      if (n.is_todo && n.todo_due) parts.push(h("span", {}, "due ", h("time", { text: NL.when(n.todo_due) })));
+      if (n.source_url && LINK_SCHEMES.test(n.source_url)) {
+        parts.push(h("a", { href: n.source_url, rel: "noopener noreferrer nofollow", class: "ne-source source", text: "source" }));
+      }
+      el.info.replaceChildren(...parts.flatMap((p, i) => (i ? [" · ", p] : [p])));
+    }
+
     function showMeta() {
       const n = s.note;
+      showInfo();
       el.todo.checked = !!n.is_todo;
       el.todoFields.hidden = !n.is_todo;
       el.done.checked = !!n.todo_completed;
@@ -186,7 +216,7 @@
       setStatus(dirty() ? "dirty" : "saved");
       clearTimeout(s.timer);
       if (dirty()) s.timer = setTimeout(() => save().catch(() => {}), SAVE_DELAY);
-      if (s.preview) renderPreview();
+      if (s.preview) schedulePreview();
     }
 
     function accepted(saved, sentTitle, sentBody) {
@@ -336,7 +366,13 @@
 
     // -- preview -------------------------------------------------------------------------
     let previewGen = 0;
+    function schedulePreview() {
+      clearTimeout(s.previewTimer);
+      s.previewTimer = setTimeout(() => { if (s.preview && !s.closed) renderPreview(); }, PREVIEW_DELAY);
+    }
+
     async function renderPreview() {
+      clearTimeout(s.previewTimer);
       const gen = ++previewGen;
       const text = editor.getDoc();
       try {
@@ -356,7 +392,7 @@
       const doc = editor.view.state.doc;
       if (lineIndex < 0 || lineIndex >= doc.lines) return;
       const line = doc.line(lineIndex + 1);
-      const m = /^(\s*(?:[-*+]|\d+[.)])\s+\[)([ xX])\]/.exec(line.text);
+      const m = TASK.exec(line.text);
       if (!m) return;
       const at = line.from + m[1].length;
       editor.view.dispatch({ changes: { from: at, to: at + 1, insert: done ? "x" : " " }, userEvent: "input" });
@@ -368,6 +404,22 @@
       el.preview.hidden = !on;
       el.host.hidden = on;
       if (on) renderPreview(); else editor.focus();
+    }
+
+    // -- backlinks -----------------------------------------------------------------------
+    // The notes that link here ("Linked from"), read when the note opens; none: no list.
+    async function loadBacklinks() {
+      let links;
+      try {
+        links = await NL.api("GET", `/api/v1/notes/${encodeURIComponent(id)}/backlinks`);
+      } catch {
+        return;  // a trashed note has none to show; the note itself is what matters here
+      }
+      if (s.closed || !Array.isArray(links)) return;
+      el.backlinks.hidden = !links.length;
+      el.backlinks.replaceChildren(...(links.length ? [
+        h("h2", { id: `ne-backlinks-title-${id}`, text: "Linked from" }),
+        h("ul", {}, ...links.map((b) => h("li", {}, h("a", { href: `/notes/${encodeURIComponent(b.id)}`, text: b.title || "(untitled)" }))))] : []));
     }
 
     // -- attachments ---------------------------------------------------------------------
@@ -549,6 +601,7 @@
       if (s.closed) return;
       keepDraft();
       clearTimeout(s.timer);
+      clearTimeout(s.previewTimer);
       s.closed = true;
       window.removeEventListener("beforeunload", beforeUnload);
       window.removeEventListener("pagehide", keepDraft);
@@ -586,6 +639,7 @@
 
     showMeta();
     setStatus("saved");
+    loadBacklinks();
     // Text left unsaved here before (a closed tab, a conflict left open): offer it back.
     const draft = readDraft(id);
     if (draft && (draft.body !== note.body || draft.title !== note.title)) {
