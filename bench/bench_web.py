@@ -1,5 +1,6 @@
-"""The web app in Chromium on a vault shaped like users' own: how soon the note list shows its
-first notes at 100,000 notes, and how soon a 200,000-character note shows in the editor.
+"""The notes app on a vault shaped like users' own: the browse API's answers (tree, list pages
+near the top and half-way down, the quick switcher) and, in Chromium, how soon the note list
+shows its first notes at 100,000 notes and how soon a 200,000-character note shows in the editor.
 
 Run from the repository root::
 
@@ -8,7 +9,8 @@ Run from the repository root::
 The keyword workspace of ``--notes`` notes from ``../shared/bench/corpus.py`` comes from the
 real-shapes cache (``bench/real_cache.py``; imported on first use), is copied, and is served by
 ``noteloom serve`` on 127.0.0.1. Debian's Chromium (headless, through Playwright) signs in once,
-then opens each page ``--runs`` times in the same tab. A script injected before the page's own
+then opens each page ``--runs`` times in the same tab (each time once the previous load's
+tree, which counts every note, has been drawn, so no query of the last load is still running). A script injected before the page's own
 records ``performance.now()`` (milliseconds since the navigation started) when the first row of
 the note list (``#notes li``), and the first line of the editor (``#note-pane .cm-line``), are in
 the document: that includes the page's HTML, scripts, sign-in check and API calls, as a person
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sqlite3
 import statistics
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ import httpx2 as httpx
 from bench import bench_real
 from bench import real_cache as cache
 from bench.real_server import load1, serve
+from noteloom.web.browse_api import encode_cursor
 
 CHROMIUM = Path("/usr/bin/chromium")
 LIST_TARGET_MS = 300.0
@@ -65,7 +70,27 @@ def long_body(vault: Path, chars: int) -> str:
     return "".join(parts)[:chars]
 
 
+def median_ms(client: httpx.Client, path: str, runs: int = 7) -> float:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        client.get(path).raise_for_status()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples[1:])
+
+
+def middle_cursor(home: Path) -> str:
+    """A list cursor half-way down the workspace's notes (newest first)."""
+    with sqlite3.connect(home / "noteloom.db") as c:
+        (count,) = c.execute("SELECT count(*) FROM notes WHERE deleted_time IS NULL").fetchone()
+        row = c.execute("SELECT updated_time, id FROM notes WHERE deleted_time IS NULL "
+                        "ORDER BY updated_time DESC, id DESC LIMIT 1 OFFSET ?", (count // 2,)).fetchone()
+    return encode_cursor(int(row[0]), str(row[1]))
+
+
 def first_seen(page: Any, url: str, name: str) -> float:
+    if page.url.startswith("http"):
+        page.wait_for_selector("#tree .tree-all .count", timeout=120_000)
     page.goto(url)
     page.wait_for_function(f"() => window.__firstSeen && '{name}' in window.__firstSeen", timeout=120_000)
     return float(page.evaluate(f"window.__firstSeen['{name}']"))
@@ -90,9 +115,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="noteloom-bench-web-") as tmp:
         home = Path(tmp) / "home"
         cache.copy_workspace(cached, home)
+        middle = middle_cursor(home)
         with serve(home, log=Path(tmp) / "serve.log") as served:
             base = f"http://127.0.0.1:{served.port}"
             auth = {"Authorization": f"Bearer {served.token}"}
+            with httpx.Client(base_url=base, headers=auth, timeout=120) as c:
+                for name, path in [
+                    ("tree (counts every note)", "/api/v1/browse/tree"),
+                    ("list, first page", "/api/v1/browse/notes?limit=50"),
+                    ("list, half-way down", f"/api/v1/browse/notes?limit=50&cursor={middle}"),
+                    ("quick switcher, empty", "/api/v1/browse/titles"),
+                    ("quick switcher, 'meeting'", "/api/v1/browse/titles?q=meeting"),
+                ]:
+                    report.add(args.notes, f"API: {name}", f"median {median_ms(c, path):.1f} ms", "—", None)
             r = httpx.post(f"{base}/api/v1/notes", headers=auth, timeout=120,
                            json={"title": "A long note", "body": long_body(vault, LONG_NOTE_CHARS)})
             r.raise_for_status()
