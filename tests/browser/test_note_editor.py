@@ -506,3 +506,138 @@ def test_a_note_shared_to_read_opens_read_only_and_says_why(browser: Any, live: 
         pg.screenshot(path=str(ARTIFACTS / f"note-editor-{request.node.name}.png"))
         context.close()
     assert not errors, errors
+
+
+def test_a_note_lists_the_notes_linking_to_it_and_the_list_is_read_again_when_it_opens(phone: Any, live: Live) -> None:
+    target = new_note(live, "Packing list", "tent, stove")
+    by_title = new_note(live, "Trip plan", "see [[Packing list]]")
+    alone = new_note(live, "Nobody links here", "quiet")
+    open_note(phone, target["id"])
+    linked = phone.locator("#note-pane .ne-backlinks")
+    expect(linked.get_by_role("heading", name="Linked from")).to_be_visible()
+    expect(linked.get_by_role("link")).to_have_count(1)
+    expect(linked.get_by_role("link", name="Trip plan")).to_have_attribute("href", f"/notes/{by_title['id']}")
+    # Another note links to it meanwhile (by :/ID): listed once the note opens again.
+    by_id = new_note(live, "Shopping", f"buy what [the list](:/{target['id']}) lacks")
+    open_note(phone, alone["id"])
+    expect(phone.locator("#note-pane .ne-backlinks")).to_be_hidden()
+    expect(phone.locator("#note-pane .ne-backlinks a")).to_have_count(0)
+    open_note(phone, target["id"])
+    expect(linked.get_by_role("link")).to_have_count(2)
+    expect(linked.get_by_role("link", name="Shopping")).to_have_attribute("href", f"/notes/{by_id['id']}")
+    # A backlink opens that note in the editor.
+    linked.get_by_role("link", name="Trip plan").click()
+    expect(phone.locator(f"#note-pane .ne[data-note='{by_title['id']}'] .ne-title")).to_have_value("Trip plan")
+    assert phone.evaluate("location.pathname") == f"/notes/{by_title['id']}"
+
+
+def test_without_the_editor_the_read_only_note_is_enhanced_and_lists_its_backlinks(
+    browser: Any, live: Live, request: pytest.FixtureRequest
+) -> None:
+    target = new_note(live, "Read here", "# Read here\n\n- [ ] water the plants\n\n```python\ndef water():\n    pass\n```\n")
+    linker = new_note(live, "Reminders", f"[plants](:/{target['id']})")
+    context = browser.new_context(viewport=DESK)
+    # The editor's script answers empty: the app falls back to the server's rendered note.
+    context.route("**/static/note_editor.js", lambda route: route.fulfill(
+        status=200, content_type="application/javascript", body="/* no editor here */"))
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(f"script error: {e}"))
+    try:
+        pg.goto(live.page_url(f"/notes/{target['id']}"))
+        expect(pg.locator("#note-title")).to_have_text("Read here")
+        assert pg.evaluate("typeof window.NoteEditor") == "undefined"
+        body = pg.locator("#note-body")
+        expect(body.locator("pre code .hljs-keyword", has_text="def")).to_have_count(1)  # highlighted in place
+        backlinks = pg.locator("#note-backlinks")
+        expect(backlinks.get_by_role("heading", name="Linked from")).to_be_visible()
+        expect(backlinks.get_by_role("link", name="Reminders")).to_have_attribute("href", f"/notes/{linker['id']}")
+        box = body.get_by_role("checkbox", name="Done: water the plants")
+        expect(box).to_be_enabled()  # the server's box is disabled until enhance wires it
+        box.check()
+        expect(box).to_be_enabled()
+        expect(box).to_be_checked()
+        assert "- [x] water the plants" in live.api("GET", f"/api/v1/notes/{target['id']}")["body"]
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"note-editor-{request.node.name}.png"))
+        context.close()
+    assert not errors, errors
+
+
+def test_a_task_inside_a_quote_is_ticked_from_the_preview(desk: Any, live: Live) -> None:
+    note = new_note(live, "Quoted", "> - [ ] call the vet\n> > 1. [x] feed the cat\n\n- [ ] plain")
+    open_note(desk, note["id"])
+    pane = desk.locator("#note-pane")
+    pane.get_by_role("button", name="Preview").click()
+    preview = pane.locator(".ne-preview")
+    preview.get_by_role("checkbox", name="Done: call the vet").check()
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert doc(desk) == "> - [x] call the vet\n> > 1. [x] feed the cat\n\n- [ ] plain"
+    preview.get_by_role("checkbox", name="Done: feed the cat").uncheck()
+    expect(preview.get_by_role("checkbox", name="Done: feed the cat")).not_to_be_checked()
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert doc(desk) == "> - [x] call the vet\n> > 1. [ ] feed the cat\n\n- [ ] plain"
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == doc(desk)
+
+
+# Counts the preview's renders (note_editor.js calls NoteloomRender.renderInto at each).
+COUNT_RENDERS = """() => {
+  const render = NoteloomRender.renderInto;
+  window.__renders = 0;
+  NoteloomRender.renderInto = (...args) => { window.__renders += 1; return render(...args); };
+}"""
+
+
+def test_a_long_note_in_preview_renders_once_per_pause_not_per_keystroke(desk: Any, live: Live) -> None:
+    body = "# Long\n\n" + "\n\n".join(f"Paragraph {i} " + "words " * 30 for i in range(1100))
+    assert len(body) > 200_000
+    note = new_note(live, "Long one", body)
+    open_note(desk, note["id"])
+    pane = desk.locator("#note-pane")
+    pane.get_by_role("button", name="Preview").click()
+    expect(pane.locator(".ne-preview p").last).to_contain_text("Paragraph 1099")
+    desk.evaluate(COUNT_RENDERS)
+    # Typing in the title changes no text the preview shows: no render at all.
+    title = pane.locator(".ne-title")
+    title.click()
+    desk.keyboard.press("End")
+    desk.keyboard.type(" notes")
+    expect(title).to_have_value("Long one notes")
+    # 40 changes to the text in a burst (as a stream of edits lands): one render, of the last.
+    desk.evaluate("""() => { const ed = NoteEditor.current.editor;
+      for (let i = 0; i < 40; i++) ed.insertAtCursor(i === 39 ? ' THE END' : '.', ed.view.state.doc.length); }""")
+    expect(pane.locator(".ne-preview p").last).to_contain_text("THE END")
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert desk.evaluate("window.__renders") == 1
+
+
+def test_the_index_status_is_a_polite_live_region_written_only_when_it_changes(desk: Any, live: Live) -> None:
+    status = desk.locator("#index-status")
+    expect(status).to_have_attribute("role", "status")
+    expect(status).to_have_attribute("aria-live", "polite")
+    expect(status).to_contain_text("Semantic index:")
+    text = status.inner_text()
+    desk.evaluate("""() => {
+      const el = document.getElementById('index-status');
+      window.__index = {node: el, texts: [], hidden: []};
+      new MutationObserver(() => { window.__index.texts.push(el.textContent); window.__index.hidden.push(el.hidden); })
+        .observe(el, {childList: true, characterData: true, subtree: true, attributes: true});
+    }""")
+    # A note opened from the list and the list again: the same status, not written again.
+    desk.locator("#notes a.note-link", has_text="Welcome").click()
+    expect(desk.locator("#note-pane .ne-title")).to_have_value("Welcome")
+    desk.go_back()
+    expect(desk.locator("#note-pane .ne")).to_have_count(0)
+    expect(status).to_have_text(text)
+    # Another list has none; back at all notes it is written once more.
+    desk.locator("#tree-pane a", has_text="Lent").first.click()
+    expect(desk.locator("#notes")).to_contain_text("Lent note")
+    expect(status).to_have_text("")
+    desk.go_back()
+    expect(status).to_have_text(text)
+    seen = desk.evaluate("window.__index")
+    assert seen["texts"] == ["", text], seen
+    assert not any(seen["hidden"]), seen
+    assert desk.evaluate("window.__index.node === document.getElementById('index-status')")

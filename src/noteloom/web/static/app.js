@@ -269,7 +269,7 @@
     const ul = $("notes");
     ul.replaceChildren();
     ul.setAttribute("aria-busy", "true");
-    $("index-status").hidden = true;
+    if (list.kind !== "all") indexStatus("");
     status("");
     setListTitle();
     markTree();
@@ -388,10 +388,15 @@
   async function showIndexStatus() {
     const s = await NL.api("GET", "/api/v1/index/status");
     if (!s.enabled || !state.list || state.list.kind !== "all") return;
+    indexStatus(`Semantic index: ${s.state} · ${s.indexed_notes} notes, ${s.chunks} chunks` +
+      (s.pending_notes ? ` · ${s.pending_notes} pending` : "") + ` · ${s.model}` + (s.dimensions ? ` (${s.dimensions} dimensions)` : ""));
+  }
+
+  // The indexing status is a polite live region that stays in the page: its text is written
+  // only when it changes, so a screen reader hears a change once, not every refresh.
+  function indexStatus(text) {
     const box = $("index-status");
-    box.textContent = `Semantic index: ${s.state} · ${s.indexed_notes} notes, ${s.chunks} chunks` +
-      (s.pending_notes ? ` · ${s.pending_notes} pending` : "") + ` · ${s.model}` + (s.dimensions ? ` (${s.dimensions} dimensions)` : "");
-    box.hidden = false;
+    if (box.textContent !== text) box.textContent = text;
   }
 
   // -- the note -----------------------------------------------------------------------------
@@ -528,13 +533,20 @@
     const book = state.byId.get(note.notebook_id);
     const body = h("div", { class: "body nl-render", id: "note-body" });
     NL.setHtml(body, note.html);
+    const linked = note.backlinks && note.backlinks.length ? h("nav", { class: "backlinks", id: "note-backlinks", "aria-labelledby": "note-backlinks-title" },
+      h("h2", { id: "note-backlinks-title", text: "Linked from" }),
+      h("ul", {}, ...note.backlinks.map((b) => h("li", {}, h("a", { href: noteUrl(b.id), text: b.title || "(untitled)" }))))) : null;
     const article = h("article", { class: "note" },
       h("div", { class: "note-head" },
         h("h1", { id: "note-title", text: note.title || "(untitled)" }),
         h("button", { type: "button", id: "note-move", onclick: () => askMove(id, note.title), text: "Move to…" })),
       book ? h("p", { class: "meta nb-of-note" }, "In ", h("a", { href: `/notebooks/${encodeURIComponent(book.id)}`, text: book.title })) : null,
-      meta, body);
+      meta, body, linked);
     $("note-pane").replaceChildren(article);
+    // Code highlighted, math drawn and task boxes wired in place (the links came resolved).
+    if (window.NoteloomRender && typeof window.NoteloomRender.enhance === "function") {
+      window.NoteloomRender.enhance(body, { noteId: id, updatedTime: note.updated_time, onError: report }).catch(report);
+    }
     if (section) scrollToSection(section);
   }
 

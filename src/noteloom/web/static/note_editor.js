@@ -366,7 +366,9 @@
 
     // -- preview -------------------------------------------------------------------------
     let previewGen = 0;
+    let previewDoc = null;  // the text the preview shows (CodeMirror's immutable document)
     function schedulePreview() {
+      if (editor.view && editor.view.state.doc === previewDoc) return;  // the title changed, not the text
       clearTimeout(s.previewTimer);
       s.previewTimer = setTimeout(() => { if (s.preview && !s.closed) renderPreview(); }, PREVIEW_DELAY);
     }
@@ -374,6 +376,7 @@
     async function renderPreview() {
       clearTimeout(s.previewTimer);
       const gen = ++previewGen;
+      if (editor.view) previewDoc = editor.view.state.doc;
       const text = editor.getDoc();
       try {
         if (window.NoteloomRender && typeof NoteloomRender.renderInto === "function") {
