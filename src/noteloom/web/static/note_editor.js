@@ -15,6 +15,11 @@
 // Unsaved text also survives leaving the page: a draft in sessionStorage is offered back when
 // the note opens again. Text goes in with textContent; rendered HTML comes from the
 // renderer (sanitised) or the server's preview.
+//
+// Under the title: when the note was made and changed, the to-do's due date, and its source
+// as a link only when the server sends one (source_url: http, https or mailto, else null).
+// Under the text: "Linked from", the notes linking here (read each time the note opens). The
+// preview follows the text a moment after it stops changing, not at every change.
 "use strict";
 
 (() => {
