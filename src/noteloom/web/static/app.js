@@ -10,7 +10,8 @@
 // show first (from a search hit, `?section=` in the address), or null. When the open note is
 // asked for at another section, handle.showSection(section) is called if the editor has it,
 // else the note is flushed, closed and opened again there. Without the editor the note is
-// shown read-only.
+// shown read-only: the server's rendered HTML (GET .../rendered, links resolved there) made
+// live in place by NoteloomRender.enhance (highlighting, math, task boxes), with its backlinks.
 "use strict";
 
 (() => {
