@@ -732,6 +732,7 @@
     $(id).classList.add("open");
     drawerButton(id).setAttribute("aria-expanded", "true");
     $("drawer-scrim").hidden = false;
+    window.dispatchEvent(new CustomEvent("noteloom:drawer-open", { detail: { id } }));
     const first = $(id).querySelector("a, button");
     if (first) first.focus();
   }
@@ -864,8 +865,12 @@
     syncTreeButton();
   }
 
+  // For the AI sidebar (sidebar.js): a phone shows one drawer at a time.
+  window.NoteloomApp = { closeDrawers };
+
   NL.start(() => {
     wire();
+    if (window.NoteloomSidebar) window.NoteloomSidebar.start();
     const route = parseRoute();
     if (!history.state) history.replaceState({ list: listOf(route) || { kind: "all", notebookId: null, q: "", mode: "" } }, "", location.href);
     // The list's first page goes first: the tree counts every note (a tenth of a second or

@@ -1,0 +1,319 @@
+"""The AI sidebar of the notes app, in Chromium at 1280x800 and 390x844, on a live server whose
+models are scripted: select a word in the editor, ask in the sidebar, the proposed edit drawn
+inline in the editor, accepted there (the note changed once: one revision) and undone with
+Ctrl+Z in the editor (saved); a rejected edit leaves the note alone and a refused one says why;
+the context line follows the selection; the sidebar stays collapsed across a reload; it opens
+and answers from the keyboard, and a reload continues its conversation."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from page_support import Live, served
+from playwright.sync_api import expect
+
+from noteloom.app import access_token, open_app
+from noteloom.config import load_settings
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
+DESK = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+STATUS = "#note-pane .ne-status"
+BODY = "# Trip\n\nWe leave on Friday at nine.\n\nBring the tent.\n"
+ANSWER = "Your note says you **leave on Friday**."
+
+
+def _scripts() -> dict[str, list[dict[str, Any]]]:
+    return {
+        "reply": [{"chunks": [w + " " for w in ANSWER.split()], "chunk_delay": 0.02,
+                   "usage": {"input_tokens": 50, "output_tokens": 9}}],
+        "edit": [
+            {"tool_calls": [{"name": "edit_selection", "arguments": {"text": "Saturday"}}]},
+            {"text": "I proposed Saturday instead."},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    home = tmp_path_factory.mktemp("sidebar")
+    scripts_dir = home / "scripts"
+    scripts_dir.mkdir()
+    app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
+    try:
+        app.workspace.create_note("Welcome", "hello")
+        token = access_token(app)
+    finally:
+        app.close()
+    tables = []
+    for name, steps in _scripts().items():
+        path = scripts_dir / f"{name}.json"
+        path.write_text(json.dumps({"steps": steps, "loop": True}), encoding="utf-8")
+        tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
+    (home / "noteloom.toml").write_text('[providers]\ndefault = "reply"\n\n' + "\n".join(tables), encoding="utf-8")
+    with served(home) as url:
+        yield Live(url, token, home, {})
+
+
+def _page(browser: Any, live: Live, request: pytest.FixtureRequest, viewport: dict[str, int]) -> Iterator[Any]:
+    context = browser.new_context(viewport=viewport)
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
+    pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+    pg.set_default_timeout(30_000)
+    pg.goto(live.page_url("/"))
+    expect(pg.locator("#sign-out")).to_be_visible()
+    try:
+        yield pg
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"sidebar-{request.node.name}.png"))
+        context.close()
+    assert not problems, problems
+
+
+@pytest.fixture
+def desk(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _page(browser, live, request, DESK)
+
+
+@pytest.fixture
+def phone(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _page(browser, live, request, PHONE)
+
+
+@pytest.fixture(params=["desk", "phone"])
+def either(request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue(request.param)
+
+
+def new_note(live: Live, title: str, body: str = BODY) -> str:
+    note_id: str = live.api("POST", "/api/v1/notes", json={"title": title, "body": body})["id"]
+    return note_id
+
+
+def open_note(pg: Any, note_id: str) -> None:
+    pg.evaluate("id => { history.pushState({}, '', '/notes/' + id); dispatchEvent(new PopStateEvent('popstate')); }", note_id)
+    expect(pg.locator(f"#note-pane .ne[data-note='{note_id}'] .cm-content")).to_be_visible()
+    expect(pg.locator(STATUS)).to_have_text("Saved")
+
+
+def select_word(pg: Any, word: str) -> None:
+    """Select the first `word` of the note in the editor, as a double click does."""
+    pg.evaluate("""w => { const ed = NoteEditor.current.editor; const at = ed.getDoc().indexOf(w);
+                          ed.view.dispatch({selection: {anchor: at, head: at + w.length}}); }""", word)
+
+
+def is_phone(pg: Any) -> bool:
+    return bool(pg.viewport_size["width"] < 700)
+
+
+def show_sidebar(pg: Any) -> None:
+    if is_phone(pg):
+        pg.locator("#toggle-ai").click()
+    expect(pg.locator("#ai-input")).to_be_visible()
+
+
+def hide_sidebar_on_phone(pg: Any) -> None:
+    if is_phone(pg):
+        pg.keyboard.press("Escape")
+        expect(pg.locator("#ai-sidebar")).not_to_be_in_viewport()
+
+
+def ask(pg: Any, text: str, model: str | None = None) -> None:
+    if model:
+        pg.locator("#ai-model").select_option(model)
+    pg.locator("#ai-input").fill(text)
+    pg.locator("#ai-input").press("Enter")
+    expect(pg.locator("#ai-input")).to_have_value("")
+
+
+def revisions(live: Live, note_id: str) -> int:
+    return len(live.api("GET", f"/api/v1/notes/{note_id}/revisions")["revisions"])
+
+
+def body_of(live: Live, note_id: str) -> str:
+    return str(live.api("GET", f"/api/v1/notes/{note_id}")["body"])
+
+
+def editor_doc(pg: Any) -> str:
+    return str(pg.evaluate("NoteEditor.current.editor.getDoc()"))
+
+
+def test_select_ask_inline_diff_accept_then_undo_in_the_editor(either: Any, live: Live) -> None:
+    pg = either
+    note_id = new_note(live, "Trip plan")
+    open_note(pg, note_id)
+    select_word(pg, "Friday")
+    show_sidebar(pg)
+    expect(pg.locator("#ai-context")).to_have_text("Context: Trip plan · 6 characters selected")
+    ask(pg, "Make it Saturday", model="edit:script")
+    card = pg.locator(".ai-edit")
+    expect(card).to_contain_text("Proposed edit")
+    expect(pg.locator(".ai-msg.assistant .ai-bubble").last).to_have_text("I proposed Saturday instead.")
+    hide_sidebar_on_phone(pg)
+    # Drawn inline in the editor: the old word struck through, the new one beside it.
+    expect(pg.locator("#note-pane .cm-nl-del")).to_have_text("Friday")
+    expect(pg.locator("#note-pane .cm-nl-proposal")).to_have_text("Saturday")
+    before = revisions(live, note_id)
+    assert body_of(live, note_id) == BODY
+    pg.locator("#note-pane .cm-nl-proposal-actions button[data-action='accept']").click()
+    expect(pg.locator("#note-pane .cm-nl-proposal")).to_have_count(0)
+    expect(pg.locator(".ai-edit.accepted")).to_have_count(1)
+    changed = BODY.replace("Friday", "Saturday")
+    assert editor_doc(pg) == changed
+    expect(pg.locator(STATUS)).to_have_text("Saved")
+    assert body_of(live, note_id) == changed
+    assert revisions(live, note_id) == before + 1
+    conv = pg.evaluate("sessionStorage.getItem('noteloom.ai.conversation')")
+    edits = [e for m in live.api("GET", f"/api/v1/chat/conversations/{conv}")["messages"] for e in m["edits"]]
+    assert [e["status"] for e in edits] == ["accepted"]
+    # One undo step in the editor reverts exactly the edit, and is saved like any change.
+    pg.locator("#note-pane .cm-content").focus()
+    pg.keyboard.press("Control+z")
+    expect(pg.locator("#note-pane .cm-content")).to_contain_text("We leave on Friday at nine.")
+    assert editor_doc(pg) == BODY
+    expect(pg.locator(STATUS)).to_have_text("Saved")
+    assert body_of(live, note_id) == BODY
+    assert revisions(live, note_id) == before + 2
+
+
+def test_reject_leaves_the_note_alone_and_a_moved_edit_is_refused_with_the_reason(either: Any, live: Live) -> None:
+    pg = either
+    note_id = new_note(live, "Reject me")
+    open_note(pg, note_id)
+    select_word(pg, "Friday")
+    show_sidebar(pg)
+    ask(pg, "Saturday?", model="edit:script")
+    expect(pg.locator(".ai-edit")).to_have_count(1)
+    hide_sidebar_on_phone(pg)
+    before = revisions(live, note_id)
+    pg.locator("#note-pane .cm-nl-proposal-actions button[data-action='reject']").click()
+    expect(pg.locator(".ai-edit.rejected")).to_have_count(1)
+    expect(pg.locator("#note-pane .cm-nl-proposal")).to_have_count(0)
+    assert editor_doc(pg) == BODY
+    assert body_of(live, note_id) == BODY and revisions(live, note_id) == before
+
+    # Asked again; the word is changed in the editor before the edit is accepted: refused.
+    select_word(pg, "Friday")
+    show_sidebar(pg)
+    ask(pg, "Saturday, really")
+    expect(pg.locator(".ai-edit")).to_have_count(2)
+    hide_sidebar_on_phone(pg)
+    expect(pg.locator("#note-pane .cm-nl-proposal")).to_have_text("Saturday")
+    pg.evaluate("""() => { const ed = NoteEditor.current.editor; const at = ed.getDoc().indexOf('Friday');
+                           ed.view.dispatch({changes: {from: at + 1, to: at + 2, insert: 'R'}, userEvent: 'input'}); }""")
+    pg.locator("#note-pane .cm-nl-proposal-actions button[data-action='accept']").click()
+    show_sidebar(pg)
+    refused = pg.locator(".ai-edit").nth(1)
+    expect(refused).to_contain_text("Refused: the text this edit changes was edited after it was proposed")
+    expect(refused).to_have_class(re.compile(r"\brejected\b"))
+    assert "Saturday" not in editor_doc(pg)
+    expect(pg.locator(STATUS)).to_have_text("Saved")
+    assert body_of(live, note_id) == BODY.replace("Friday", "FRiday")
+
+
+def test_the_context_line_follows_the_selection_and_the_open_note(desk: Any, live: Live) -> None:
+    first = new_note(live, "First context")
+    second = new_note(live, "Second context", "one\ntwo\nthree 😀 four\n")
+    expect(desk.locator("#ai-context")).to_have_text("Context: no note open")
+    open_note(desk, first)
+    select_word(desk, "Bring the tent")
+    expect(desk.locator("#ai-context")).to_have_text("Context: First context · 14 characters selected")
+    desk.locator("#note-pane .cm-content").press("ArrowRight")
+    expect(desk.locator("#ai-context")).to_have_text("Context: First context · cursor at line 5")
+    open_note(desk, second)
+    expect(desk.locator("#ai-context")).to_have_text(re.compile(r"^Context: Second context · cursor at line \d+$"))
+    # Code points, as the chat API counts them: the emoji is one character (two UTF-16 units).
+    select_word(desk, "three 😀 four")
+    expect(desk.locator("#ai-context")).to_have_text("Context: Second context · 12 characters selected")
+    desk.locator("#note-pane .ne-title").fill("Renamed context")
+    expect(desk.locator("#ai-context")).to_contain_text("Context: Renamed context")
+
+
+def test_the_sidebar_collapses_and_stays_collapsed_after_a_reload(desk: Any, live: Live) -> None:
+    sidebar = desk.locator("#ai-sidebar")
+    button = desk.locator("#toggle-ai")
+    expect(sidebar).to_be_visible()
+    expect(button).to_have_attribute("aria-expanded", "true")
+    desk.locator("#ai-close").click()
+    expect(sidebar).to_be_hidden()
+    expect(button).to_have_attribute("aria-expanded", "false")
+    desk.reload()
+    expect(desk.locator("#sign-out")).to_be_visible()
+    expect(button).to_have_attribute("aria-expanded", "false")
+    expect(sidebar).to_be_hidden()
+    button.click()
+    expect(sidebar).to_be_visible()
+    expect(desk.locator("#ai-input")).to_be_focused()
+    desk.reload()
+    expect(desk.locator("#ai-input")).to_be_visible()
+
+
+def test_on_a_phone_the_sidebar_is_a_drawer(phone: Any, live: Live) -> None:
+    sidebar = phone.locator("#ai-sidebar")
+    expect(sidebar).not_to_be_in_viewport()
+    phone.locator("#toggle-ai").click()
+    expect(sidebar).to_be_in_viewport()
+    expect(phone.locator("#ai-input")).to_be_focused()
+    expect(phone.locator("#drawer-scrim")).to_be_visible()
+    phone.locator("#drawer-scrim").click(position={"x": 10, "y": 400})
+    expect(sidebar).not_to_be_in_viewport()
+    expect(phone.locator("#drawer-scrim")).to_be_hidden()
+    # One drawer at a time: the notebooks drawer closes the sidebar.
+    phone.locator("#toggle-ai").click()
+    expect(sidebar).to_be_in_viewport()
+    phone.evaluate("NoteloomSidebar.close({focus: false})")
+    phone.locator("#toggle-tree").click()
+    expect(phone.locator("#tree-pane")).to_be_in_viewport()
+    expect(sidebar).not_to_be_in_viewport()
+
+
+def test_keyboard_only_ask_and_a_reload_continues_the_conversation(desk: Any, live: Live) -> None:
+    note_id = new_note(live, "Keys")
+    open_note(desk, note_id)
+    desk.locator("#ai-close").click()
+    expect(desk.locator("#ai-sidebar")).to_be_hidden()
+    desk.locator("#note-pane .cm-content").focus()
+    desk.keyboard.press("Control+Home")
+    desk.keyboard.press("Shift+ArrowRight")
+    desk.keyboard.press("Shift+ArrowRight")
+    desk.keyboard.press("Control+Shift+Period")
+    expect(desk.locator("#ai-input")).to_be_focused()
+    expect(desk.locator("#ai-context")).to_have_text("Context: Keys · 2 characters selected")
+    desk.keyboard.type("What does it say?")
+    desk.keyboard.press("Enter")
+    answer = desk.locator(".ai-msg.assistant .ai-bubble").last
+    expect(answer.locator("strong")).to_have_text("leave on Friday")
+    expect(answer).to_have_text(ANSWER.replace("**", ""))
+    expect(desk.locator("#ai-send")).to_be_visible()
+    conv = desk.evaluate("sessionStorage.getItem('noteloom.ai.conversation')")
+    expect(desk.locator("#ai-open-chat")).to_have_attribute("href", f"/chat/{conv}")
+    sent = live.api("GET", f"/api/v1/chat/conversations/{conv}")["messages"][0]
+    assert sent["role"] == "user" and sent["content"] == "What does it say?"
+    assert sent["note_context"]["note_id"] == note_id
+    assert sent["note_context"]["selection"] == {"start": 0, "end": 2}
+    # The shortcut again closes it and gives the focus back to the editor.
+    desk.keyboard.press("Control+Shift+Period")
+    expect(desk.locator("#ai-sidebar")).to_be_hidden()
+    expect(desk.locator("#note-pane .cm-content")).to_be_focused()
+    desk.keyboard.press("Control+Shift+Period")
+    desk.reload()
+    expect(desk.locator(".ai-msg.user")).to_have_text(["YouWhat does it say?"])
+    expect(desk.locator(".ai-msg.assistant .ai-bubble strong")).to_have_text("leave on Friday")
+    desk.locator("#ai-input").focus()
+    desk.keyboard.type("And again?")
+    desk.keyboard.press("Enter")
+    expect(desk.locator(".ai-msg.assistant")).to_have_count(2)
+    assert desk.evaluate("sessionStorage.getItem('noteloom.ai.conversation')") == conv
+    # New chat starts another conversation.
+    desk.locator("#ai-new").focus()
+    desk.keyboard.press("Enter")
+    expect(desk.locator(".ai-msg")).to_have_count(0)
+    expect(desk.locator("#ai-open-chat")).to_have_attribute("href", "/chat")
