@@ -21,6 +21,12 @@ from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
+AXE = Path(__file__).with_name("vendor") / "axe.min.js"
+RUN_AXE = """async () => {
+  const r = await axe.run(document, { resultTypes: ["violations"] });
+  return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" ")) }));
+}"""
 DESK = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 STATUS = "#note-pane .ne-status"
@@ -28,13 +34,18 @@ BODY = "# Trip\n\nWe leave on Friday at nine.\n\nBring the tent.\n"
 ANSWER = "Your note says you **leave on Friday**."
 
 
-def _scripts() -> dict[str, list[dict[str, Any]]]:
+def _scripts(notes: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
     return {
         "reply": [{"chunks": [w + " " for w in ANSWER.split()], "chunk_delay": 0.02,
                    "usage": {"input_tokens": 50, "output_tokens": 9}}],
         "edit": [
             {"tool_calls": [{"name": "edit_selection", "arguments": {"text": "Saturday"}}]},
             {"text": "I proposed Saturday instead."},
+        ],
+        "slow": [{"chunks": ["Let me think ", "about that "], "chunk_delay": 0.05, "hang": True}],
+        "confirm": [
+            {"text": "I will move it to the trash.", "tool_calls": [{"name": "delete_note", "arguments": {"id": notes["old"]}}]},
+            {"text": "Done: the note is in the trash."},
         ],
     }
 
@@ -46,18 +57,21 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     scripts_dir.mkdir()
     app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
     try:
-        app.workspace.create_note("Welcome", "hello")
+        ws = app.workspace
+        ws.create_note("Welcome", "hello")
+        notes = {"old": ws.create_note("Old packing list", "- socks").id}
+        app.registry.set_enabled(ws, "delete_note", True)
         token = access_token(app)
     finally:
         app.close()
     tables = []
-    for name, steps in _scripts().items():
+    for name, steps in _scripts(notes).items():
         path = scripts_dir / f"{name}.json"
         path.write_text(json.dumps({"steps": steps, "loop": True}), encoding="utf-8")
         tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
     (home / "noteloom.toml").write_text('[providers]\ndefault = "reply"\n\n' + "\n".join(tables), encoding="utf-8")
     with served(home) as url:
-        yield Live(url, token, home, {})
+        yield Live(url, token, home, notes)
 
 
 def _page(browser: Any, live: Live, request: pytest.FixtureRequest, viewport: dict[str, int]) -> Iterator[Any]:
@@ -317,3 +331,63 @@ def test_keyboard_only_ask_and_a_reload_continues_the_conversation(desk: Any, li
     desk.keyboard.press("Enter")
     expect(desk.locator(".ai-msg")).to_have_count(0)
     expect(desk.locator("#ai-open-chat")).to_have_attribute("href", "/chat")
+
+
+def test_a_risky_call_asks_for_approval_naming_the_note_by_title(desk: Any, live: Live) -> None:
+    ask(desk, "Trash my old packing list", model="confirm:script")
+    card = desk.locator(".ai-confirm")
+    expect(card).to_contain_text("Approve delete note?")
+    expect(card).to_contain_text("“Old packing list”")
+    assert live.notes["old"] not in card.inner_text()
+    card.get_by_role("button", name="Approve").click()
+    expect(desk.locator(".ai-msg.assistant .ai-bubble").last).to_contain_text("Done: the note is in the trash.")
+    expect(desk.locator(".ai-confirm")).to_have_count(0)
+    trashed = live.api("GET", f"/api/v1/notes/{live.notes['old']}?trashed=true")
+    assert trashed["deleted_time"] is not None
+
+
+def test_stop_and_a_reload_mid_answer_follows_it_on(either: Any, live: Live) -> None:
+    pg = either
+    show_sidebar(pg)
+    ask(pg, "Think slowly", model="slow:script")
+    bubble = pg.locator(".ai-msg.assistant .ai-bubble").last
+    expect(bubble).to_have_text("Let me think about that")
+    expect(pg.locator("#ai-stop")).to_be_visible()
+    pg.reload()
+    expect(pg.locator("#sign-out")).to_be_visible()
+    show_sidebar(pg)
+    expect(pg.locator(".ai-msg.assistant .ai-bubble").last).to_have_text("Let me think about that")
+    stop = pg.locator("#ai-stop")
+    expect(stop).to_be_visible()
+    stop.click()
+    expect(pg.locator(".ai-msg.assistant").last).to_contain_text("Stopped.")
+    expect(pg.locator("#ai-send")).to_be_visible()
+    expect(stop).to_be_hidden()
+    conv = pg.evaluate("sessionStorage.getItem('noteloom.ai.conversation')")
+    assert live.api("GET", f"/api/v1/chat/conversations/{conv}")["messages"][-1]["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_serious_violation_in_the_sidebar(browser: Any, live: Live, scheme: str,
+                                                       request: pytest.FixtureRequest) -> None:
+    for viewport in (DESK, PHONE):
+        context = browser.new_context(viewport=viewport, color_scheme=scheme)
+        pg = context.new_page()
+        pg.set_default_timeout(30_000)
+        try:
+            note_id = new_note(live, "Axe note")
+            pg.goto(live.page_url(f"/notes/{note_id}"))
+            expect(pg.locator(STATUS)).to_have_text("Saved")
+            select_word(pg, "Friday")
+            show_sidebar(pg)
+            ask(pg, "Saturday", model="edit:script")
+            expect(pg.locator(".ai-edit")).to_have_count(1)
+            expect(pg.locator("#ai-send")).to_be_visible()
+            pg.evaluate(AXE.read_text(encoding="utf-8"))
+            found = pg.evaluate(RUN_AXE)
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            pg.screenshot(path=str(ARTIFACTS / f"sidebar-{request.node.name}-{viewport['width']}.png"))
+            context.close()
+        blocking = [v for v in found if v["impact"] in ("serious", "critical")]
+        assert not blocking, blocking

@@ -478,6 +478,7 @@
     const card = h("div", { class: "ai-card ai-confirm", role: "group", "aria-label": "Approval needed" },
       h("strong", { text: `Approve ${p.tool.replaceAll("_", " ")}?` }),
       h("p", { text: description }),
+      names.length ? h("ul", { class: "ai-named" }, ...names.map((n) => h("li", { text: nameLabel(n) }))) : null,
       h("div", { class: "ai-actions" },
         h("button", { type: "button", class: "primary ai-approve", text: "Approve", onclick: decide("approve") }),
         h("button", { type: "button", class: "ai-decline", text: "Decline", onclick: decide("decline") }), status));
