@@ -391,3 +391,39 @@ def test_axe_finds_no_serious_violation_in_the_sidebar(browser: Any, live: Live,
             context.close()
         blocking = [v for v in found if v["impact"] in ("serious", "critical")]
         assert not blocking, blocking
+
+
+def test_keyboard_accepts_an_edit_from_the_sidebar_and_undoes_it_in_the_editor(desk: Any, live: Live) -> None:
+    note_id = new_note(live, "Keyboard edit")
+    open_note(desk, note_id)
+    desk.locator("#note-pane .cm-content").focus()
+    desk.keyboard.press("Control+Home")
+    desk.keyboard.press("ArrowDown")
+    desk.keyboard.press("ArrowDown")
+    for _ in range(len("We leave on ")):
+        desk.keyboard.press("ArrowRight")
+    for _ in range(len("Friday")):
+        desk.keyboard.press("Shift+ArrowRight")
+    desk.keyboard.press("Control+Shift+Period")
+    expect(desk.locator("#ai-context")).to_have_text("Context: Keyboard edit · 6 characters selected")
+    desk.locator("#ai-model").focus()
+    desk.locator("#ai-model").select_option("edit:script")
+    desk.locator("#ai-input").focus()
+    desk.keyboard.type("Saturday please")
+    desk.keyboard.press("Enter")
+    accept = desk.locator(".ai-edit .ai-accept")
+    expect(accept).to_be_visible()
+    expect(desk.locator("#note-pane .cm-nl-proposal")).to_have_text("Saturday")
+    before = revisions(live, note_id)
+    accept.focus()
+    desk.keyboard.press("Enter")
+    expect(desk.locator(".ai-edit.accepted")).to_contain_text("Ctrl+Z there undoes it")
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert body_of(live, note_id) == BODY.replace("Friday", "Saturday")
+    assert revisions(live, note_id) == before + 1
+    desk.keyboard.press("Control+Shift+Period")
+    expect(desk.locator("#note-pane .cm-content")).to_be_focused()
+    desk.keyboard.press("Control+z")
+    expect(desk.locator(STATUS)).to_have_text("Saved")
+    assert editor_doc(desk) == BODY
+    assert body_of(live, note_id) == BODY

@@ -507,7 +507,7 @@
     const item = { edit, messageId: messageId || edit.message_id, card: null, shown: null, note: "" };
     state.edits.set(edit.id, item);
     const li = answerItem(item.messageId);
-    item.card = h("div", { class: "ai-card ai-edit", id: `ai-edit-${edit.id}`, role: "group", "aria-label": "Proposed edit" });
+    item.card = h("div", { class: "ai-card ai-edit", id: `ai-edit-${edit.id}`, role: "group", "aria-label": "Proposed edit", tabindex: "-1" });
     li.querySelector(".ai-cards").append(item.card);
     drawCard(item);
     if (edit.status === "proposed") propose(item);
@@ -527,8 +527,10 @@
         h("button", { type: "button", class: "ai-reject", text: "Reject", onclick: () => decide(item, false) }));
       if (inEditor) actions.append(h("span", { class: "ai-muted", text: "Shown in the note: accept or reject it there or here." }));
     }
+    const hadFocus = card.contains(document.activeElement);
     card.replaceChildren(h("strong", { text: `${label} · ${e.tool.replaceAll("_", " ")}` }), diffView(e), actions,
       h("p", { class: "ai-edit-note", role: "status", text: item.note }));
+    if (hadFocus) card.focus();  // its buttons went with the decision: the focus stays here
   }
 
   // Where `edit` goes in the open editor (positions of the editor), or a reason it cannot.
