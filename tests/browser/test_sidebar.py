@@ -175,6 +175,11 @@ def test_select_ask_inline_diff_accept_then_undo_in_the_editor(either: Any, live
     # Drawn inline in the editor: the old word struck through, the new one beside it.
     expect(pg.locator("#note-pane .cm-nl-del")).to_have_text("Friday")
     expect(pg.locator("#note-pane .cm-nl-proposal")).to_have_text("Saturday")
+    # Still proposed after a reload: drawn again where it was.
+    pg.reload()
+    expect(pg.locator("#note-pane .cm-nl-del")).to_have_text("Friday")
+    expect(pg.locator("#note-pane .cm-nl-proposal")).to_have_text("Saturday")
+    expect(pg.locator(".ai-edit")).to_have_count(1)
     before = revisions(live, note_id)
     assert body_of(live, note_id) == BODY
     pg.locator("#note-pane .cm-nl-proposal-actions button[data-action='accept']").click()

@@ -233,9 +233,10 @@
     }
     const list = $("ai-transcript");
     list.replaceChildren();
+    let asked = null;  // the note context went with the question; its answer's edits are placed by it
     for (const m of conv.messages) {
-      if (m.role === "user") list.append(userItem(m.content || ""));
-      else if (m.role === "assistant") drawAnswer(m);
+      if (m.role === "user") { list.append(userItem(m.content || "")); asked = m.note_context; }
+      else if (m.role === "assistant") drawAnswer(m.note_context ? m : { ...m, note_context: asked });
     }
     const last = conv.messages[conv.messages.length - 1];
     if (last && last.role === "assistant" && last.status === "running") follow(last.id, last.last_seq, last.partial_text || "");
