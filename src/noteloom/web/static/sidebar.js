@@ -511,7 +511,7 @@
     item.card = h("div", { class: "ai-card ai-edit", id: `ai-edit-${edit.id}`, role: "group", "aria-label": "Proposed edit", tabindex: "-1" });
     li.querySelector(".ai-cards").append(item.card);
     drawCard(item);
-    if (edit.status === "proposed") propose(item);
+    if (edit.status === "proposed") propose(item).catch((err) => drawCard(item, `Not shown in the note: ${err.message}`));
   }
 
   function drawCard(item, note) {
@@ -571,7 +571,9 @@
     const hd = editorHandle();
     for (const item of state.edits.values()) {
       if (item.shown && (!hd || hd !== item.handle)) item.shown = null;
-      if (item.edit.status === "proposed" && hd && item.edit.note_id === hd.noteId) propose(item);
+      if (item.edit.status === "proposed" && hd && item.edit.note_id === hd.noteId) {
+        propose(item).catch((err) => drawCard(item, `Not shown in the note: ${err.message}`));
+      }
     }
   }
 
