@@ -76,3 +76,30 @@ def served(home: Path, *, pythonpath: Path | None = None) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+DESK = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
+
+
+def signed_in_app(browser: Any, live: Live, shot: str, viewport: dict[str, int]) -> Iterator[Any]:
+    """A fixture's page: the app at ``/`` signed in, in a fresh context of ``viewport``. A browser
+    dialog or a script error fails the test; ``tests/.artifacts/{shot}.png`` shows how it ended."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport=viewport)
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
+    pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+    pg.set_default_timeout(30_000)
+    pg.goto(live.page_url("/"))
+    expect(pg.locator("#sign-out")).to_be_visible()
+    try:
+        yield pg
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"{shot}.png"))
+        context.close()
+    assert not problems, problems

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from page_support import Live, served
+from page_support import ARTIFACTS, DESK, PHONE, Live, served, signed_in_app
 from playwright.sync_api import expect
 
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
-DESK = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 T0 = 1_750_000_000_000
 FILLER = "\n\n".join(f"Paragraph {i} of the introduction, which says nothing much at all." for i in range(60))
 TRIP = f"# Trip\n\n## Intro\n\n{FILLER}\n\n## Packing\n\nBring the tent and the camping stove.\n"
@@ -56,32 +52,14 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         yield Live(url, token, home, notes)
 
 
-def _page(browser: Any, live: Live, request: pytest.FixtureRequest, viewport: dict[str, int]) -> Iterator[Any]:
-    context = browser.new_context(viewport=viewport)
-    pg = context.new_page()
-    problems: list[str] = []
-    pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
-    pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
-    pg.set_default_timeout(30_000)
-    pg.goto(live.page_url("/"))
-    expect(pg.locator("#sign-out")).to_be_visible()
-    try:
-        yield pg
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        pg.screenshot(path=str(ARTIFACTS / f"app-shell-{request.node.name}.png"))
-        context.close()
-    assert not problems, problems
-
-
 @pytest.fixture
 def desk(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Any]:
-    yield from _page(browser, live, request, DESK)
+    yield from signed_in_app(browser, live, f"app-shell-{request.node.name}", DESK)
 
 
 @pytest.fixture
 def phone(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Any]:
-    yield from _page(browser, live, request, PHONE)
+    yield from signed_in_app(browser, live, f"app-shell-{request.node.name}", PHONE)
 
 
 def tree_row(pg: Any, title: str) -> Any:
