@@ -50,10 +50,8 @@ async def regenerate(chat: ChatService, user: User, message_id: str, keys: Keys 
     if msg.role == "note":
         raise InvalidInput(f"message {message_id!r} is a command's note; it has no answer to regenerate",
                            field="message_id")
-    model = await _thread(chat._model_label, conv.id, user, None)
-    level: Level = check_level(conv.security_level)
+    model, level, sealer = await _turn_settings(chat, user, conv)
     st = chat.stores
-    sealer: Sealer | None = await _thread(st.seal.sealer, user.id) if conv.protected else None
 
     def store() -> tuple[ChatMessage, ChatMessage]:
         with chat.host.workspace.write() as c:
@@ -90,10 +88,8 @@ async def edit_and_resend(chat: ChatService, user: User, message_id: str, text: 
     if msg.role != "user":
         raise InvalidInput(f"message {message_id!r} is not a question; only your own messages can be edited",
                            field="message_id")
-    model = await _thread(chat._model_label, conv.id, user, None)
-    level: Level = check_level(conv.security_level)
+    model, level, sealer = await _turn_settings(chat, user, conv)
     st = chat.stores
-    sealer: Sealer | None = await _thread(st.seal.sealer, user.id) if conv.protected else None
 
     def store() -> tuple[ChatMessage, ChatMessage]:
         with chat.host.workspace.write() as c:
@@ -162,3 +158,13 @@ async def delete_turn(chat: ChatService, user: User, message_id: str) -> list[st
     ids, blobs = await _thread(remove)
     await _thread(st.attachments.discard, blobs)
     return ids
+
+
+async def _turn_settings(chat: ChatService, user: User, conv: Conversation) -> tuple[str | None, Level, Sealer | None]:
+    """The model, security level and (for a protected chat) sealer a new answer in ``conv`` runs with."""
+    from noteloom.chat.service import _thread
+
+    model = await _thread(chat._model_label, conv.id, user, None)
+    level: Level = check_level(conv.security_level)
+    sealer: Sealer | None = await _thread(chat.stores.seal.sealer, user.id) if conv.protected else None
+    return model, level, sealer
