@@ -484,9 +484,12 @@
     pane.dataset.note = id;
     if (window.NoteEditor && typeof window.NoteEditor.open === "function") {
       const opts = { section: section || null, ...editorCallbacks(id, gen) };
+      // The editor is drawn off-page and moved into the pane only while this is still the
+      // note asked for: a slow load overtaken by Back or another note never covers the newer view.
+      const staging = document.createElement("div");
       let handle;
       try {
-        handle = await window.NoteEditor.open(pane, id, opts);
+        handle = await window.NoteEditor.open(staging, id, opts);
       } catch (err) {
         if (gen !== state.noteGen || (err && err.status === 401)) return;
         if (err && (err.status === 404 || err.status === 422)) { showMissing(); return; }
@@ -497,6 +500,7 @@
         return;
       }
       if (gen !== state.noteGen) { if (handle) { await handle.flush(); handle.close(); } return; }
+      if (handle) pane.replaceChildren(...staging.childNodes);
       state.handle = handle;
       return;
     }
