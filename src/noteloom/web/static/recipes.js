@@ -26,6 +26,7 @@
     meta: null,          // {tools, jobs, models, notebooks} for the form, read once
     runTimer: null,
     runShown: "",        // the run view last drawn, to redraw only on change
+    runSeq: 0,           // bumped whenever polling stops: an answer to an older read is dropped
     previewSeq: 0,
     previewTimer: null,
     notifications: true, // false once the server says it has no notifications API
@@ -155,8 +156,11 @@
   async function runNow(id) {
     try {
       const run = await api("POST", `${BASE}/${id}/runs`);
-      say(run.status === "skipped_overlap" ? "The recipe is running already: this run was skipped." : "Run started.");
-      state.runSaid = `${run.run_id}:${run.status}`;
+      const skipped = run.status === "skipped_overlap";
+      say(skipped ? "The recipe is running already: this run was skipped." : "Run started.");
+      // "Run started." stands for a live status only: a run that ended before the answer left
+      // the server (a fast one on a busy machine) is still announced when its page first reads it.
+      state.runSaid = `${run.run_id}:${skipped || LIVE.has(run.status) ? run.status : "started"}`;
       loadList().catch(showError);
       go(`/recipes/runs/${run.run_id}`);
     } catch (err) { showError(err); }
@@ -288,6 +292,7 @@
   function stopPolling() {
     if (state.runTimer) clearTimeout(state.runTimer);
     state.runTimer = null;
+    state.runSeq += 1;
   }
 
   async function openRun(runId) {
@@ -298,8 +303,10 @@
 
   async function refreshRun(runId) {
     stopPolling();
+    const seq = state.runSeq;
     const run = await api("GET", `${BASE}/runs/${runId}`);
     if (location.pathname !== `/recipes/runs/${runId}`) return;  // the user went elsewhere meanwhile
+    if (seq !== state.runSeq) return;  // a newer read started meanwhile: a stale status is neither drawn nor said
     const shown = JSON.stringify(run);
     if (shown !== state.runShown) {
       const first = !state.runShown;
