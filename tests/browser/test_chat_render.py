@@ -10,6 +10,7 @@ The plugin is installed the way a package is: a module and its ``*.dist-info`` w
 from __future__ import annotations
 
 import json
+import re
 import struct
 import time
 import zlib
@@ -225,10 +226,24 @@ def test_a_running_turn_opened_afresh_shows_the_calls_it_made_before(page: Any) 
     details = answer.locator('.tool[data-tool="forecast_probe"] details.tool-result')
     expect(details).to_have_count(1)
     assert answer.locator(".bubble.streaming").text_content().count("Reading the forecast") == 1  # no text twice
-    page.reload()  # and once more from a page that knew nothing of it
+    page.reload()  # and once more from a page that knew nothing of it: its address opens the chat
     answer = page.locator(".msg.assistant").last
-    page.click('#thread-list li button.thread:has-text("Is it raining yet?")')
     expect(answer.locator('.tool[data-tool="forecast_probe"] details.tool-result')).to_have_count(1)
     expect(answer.locator(".bubble.streaming")).to_have_text("Reading the forecast ")
+    expect(page.locator("#send")).to_have_text("Cancel")
+    # Opened again from the list while that open is still loading (held here until the cancel
+    # settled, as on a slow machine): Cancel meanwhile stops the turn the view shows.
+    held: list[Any] = []
+    opening = re.compile(r"/api/v1/chat/conversations/[^/?]+$")
+    page.route(opening, lambda route: held.append(route) if route.request.method == "GET" else route.continue_())
+    with page.expect_request(lambda r: r.method == "GET" and bool(opening.search(r.url))):
+        page.click('#thread-list li button.thread:has-text("Is it raining yet?")')
     page.click("#send")
+    expect(page.locator("#send")).to_have_text("Send")
+    assert held, "the second open was not held"
+    for route in held:
+        route.continue_()
+    page.unroute(opening)
+    expect(answer.locator('.tool[data-tool="forecast_probe"] details.tool-result')).to_have_count(1)
+    expect(answer).to_have_attribute("data-status", "cancelled")
     expect(page.locator("#send")).to_have_text("Send")

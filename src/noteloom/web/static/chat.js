@@ -16,7 +16,9 @@
     "edit", "pending_action", "error", "done", "privacy_warning"];
   const state = {
     conv: null,            // the open conversation (API shape)
-    run: null,             // the turn being streamed: {id, es, lastSeq, started, activity}
+    run: null,             // the turn being streamed: {id, es, lastSeq, started, activity}; the one the view shows
+    opening: 0,            // counts the conversation loads begun: only the newest one is drawn
+    view: 0,               // counts the transcripts drawn: a reply meant for an earlier one is dropped
     note: null,            // the note open in the editor
     dirty: false,
     attach: true,          // send the open note with the next message
@@ -263,6 +265,8 @@
 
   function newChat(how = "push") {
     go(conversationPath(null), how);
+    state.opening += 1;  // a conversation still loading is not drawn over the new chat
+    state.view += 1;
     stopStream();
     state.conv = null;
     state.pendingControls = {};
@@ -278,13 +282,17 @@
   }
 
   // Opens the conversation; a protected one while the vault is locked shows as locked and
-  // the unlock prompt opens (unlocking opens it then). False when it was not opened.
+  // the unlock prompt opens (unlocking opens it then). False when it was not opened, or when
+  // a newer open (or a new chat) began meanwhile: opens overlap (a reload reopens the chat of
+  // its address while the user clicks it in the list) and only the newest is drawn. Until it
+  // is drawn the view, and the turn it follows (what Cancel stops), stay as they are.
   async function openConversation(id, how = "push") {
-    stopStream();
+    const token = ++state.opening;
     let conv;
     try {
       conv = await api("GET", `/api/v1/chat/conversations/${encodeURIComponent(id)}`);
     } catch (err) {
+      if (token !== state.opening) return false;
       if (err instanceof NL.ApiError && (err.status === 404 || err.status === 422)) {
         // A bookmark of a chat that is gone (or was never this person's): said, then a new chat.
         newChat("replace");
@@ -299,6 +307,7 @@
       askUnlock("This chat is protected: unlock your vault to open it.");
       return false;
     }
+    if (token !== state.opening) return false;
     go(conversationPath(conv.id), how);
     drawConversation(conv);
     await loadConversations();
@@ -308,6 +317,7 @@
   // The conversation's shown path; a turn still running is followed from where the view ends
   // (so a reload, or another tab, picks the answer up as it goes on).
   function drawConversation(conv) {
+    state.view += 1;
     stopStream();
     state.conv = conv;
     $("locked-view").hidden = true;
@@ -326,6 +336,7 @@
   // The open conversation, sealed: its transcript goes, the locked view takes its place. The
   // composer stays: sending into it asks to unlock, then sends.
   function showLocked(conv) {
+    state.view += 1;
     stopStream();
     state.conv = { ...conv, locked: true, title: "Locked chat" };  // the API's placeholder
     $("transcript").replaceChildren();
@@ -1098,6 +1109,7 @@
     if (state.run !== run) return;
     try {
       const m = await api("GET", `/api/v1/chat/messages/${run.id}`);
+      if (state.run !== run) return;  // stopped or replaced meanwhile
       if (m.status === "running") {
         upsertMessage(m);  // the text so far, then what follows it
         startStream(run.id, m.last_seq, m.activity, true);
@@ -1105,6 +1117,7 @@
         finish(run);
       }
     } catch (err) {
+      if (state.run !== run) return;
       if (err.status === 401) { stopStream(); return; }
       if (isLocked(err)) { lockedMeanwhile(); return; }
       announce(`Lost the connection: ${err.message}`);
@@ -1112,11 +1125,13 @@
     }
   }
 
+  // No turn is followed, and the button says so: it shows Cancel only while there is a run to cancel.
   function stopStream() {
     if (state.run) state.run.es.close();
     clearInterval(state.tick);
     $("run-clock").textContent = "";
     state.run = null;
+    setRunning(false);
   }
 
   // The activity is announced when it changes; the seconds and tokens tick beside it in an
@@ -1197,18 +1212,25 @@
     }
   }
 
+  // The followed turn ended. A run no longer followed (replaced by a newer drawing of the
+  // chat, which follows the turn itself) ends nothing; nor does a reply that comes after
+  // another transcript was drawn.
   async function finish(run, done) {
-    if (state.run === run) stopStream();
-    setRunning(false);
+    if (state.run !== run) return;
+    stopStream();
+    const view = state.view;
     try {
       const m = await api("GET", `/api/v1/chat/messages/${run.id}`);
+      if (state.view !== view) return;
       upsertMessage(m);
       if (m.status === "running") {  // an earlier run's end, replayed: this one goes on
-        startStream(run.id, m.last_seq, m.activity, true);
+        if (!state.run) startStream(run.id, m.last_seq, m.activity, true);
         return;
       }
       if (state.conv) {
-        state.conv = await api("GET", `/api/v1/chat/conversations/${state.conv.id}`);
+        const conv = await api("GET", `/api/v1/chat/conversations/${state.conv.id}`);
+        if (state.view !== view) return;
+        state.conv = conv;
         showHeader();
       }
       loadConversations();
@@ -1217,6 +1239,7 @@
         try { showNote(await api("GET", `/api/v1/notes/${state.note.id}`)); } catch { /* trashed: keep the text */ }
       }
     } catch (err) {
+      if (state.view !== view) return;
       if (isLocked(err)) { lockedMeanwhile(); return; }
       announce(err.message);
     }
@@ -1242,7 +1265,7 @@
     showActivity(run);
     try {
       const res = await api("POST", `/api/v1/chat/messages/${run.id}/cancel`);
-      if (res.already_settled) finish(run);
+      if (res.already_settled) finish(run);  // (a run replaced meanwhile: its successor sees the end)
     } catch (err) {
       announce(err.message);
     }
