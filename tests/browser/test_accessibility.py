@@ -60,6 +60,13 @@ def signed_in_pages(live: Live) -> list[tuple[str, str, str]]:
     ]
 
 
+def settled(page: Any) -> None:
+    """Wait until the page has drawn what it is still loading (the tree, the note list, a
+    streaming answer: each is ``aria-busy`` until then), so the scan sees the page a person
+    reads and not a state half-way through drawing it (which a loaded machine makes last)."""
+    expect(page.locator("[aria-busy='true']")).to_have_count(0)
+
+
 def scan(page: Any, name: str, found: dict[str, list[Any]]) -> None:
     if not page.evaluate("typeof axe !== 'undefined'"):
         page.evaluate(AXE.read_text(encoding="utf-8"))
@@ -90,12 +97,14 @@ def test_every_page_has_no_serious_or_critical_violation(browser: Any, live: Liv
             page.goto(live.url + path)
             expect(page.locator(ready).first).to_be_attached()
             page.wait_for_load_state("load")
+            settled(page)
             scan(page, name, found)
             if name == "chat":  # and a conversation with a question and its answer
                 page.get_by_role("textbox", name="Message").fill("What do my notes say about the trip?")
                 page.get_by_role("textbox", name="Message").press("Enter")
                 expect(page.get_by_text(ANSWER).first).to_be_visible()
                 page.wait_for_load_state("load")
+                settled(page)
                 scan(page, "chat answered", found)
     finally:
         ARTIFACTS.mkdir(exist_ok=True)
