@@ -307,7 +307,7 @@ FAKE_EDITOR = """
 window.__editor = { log: [], opts: null };
 window.NoteEditor = {
   async open(pane, id, opts) {
-    window.__editor.log.push(`open ${id.slice(0, 4)} ${opts.section || "-"} ${pane.id}`);
+    window.__editor.log.push(`open ${id.slice(0, 4)} ${opts.section || "-"} ${pane.isConnected ? pane.id : "off-page"}`);
     window.__editor.opts = opts;
     pane.textContent = `editing ${id}`;
     return {
@@ -341,7 +341,7 @@ def test_the_note_editor_is_opened_flushed_before_leaving_and_closed(browser: An
         a, b = one[:4], two[:4]
         first.locator("a.note-link").click()
         expect(pg.locator("#note-pane")).to_have_text(f"editing {one}")
-        assert pg.evaluate(log) == f"open {a} - note-pane"
+        assert pg.evaluate(log) == f"open {a} - off-page"
         pg.evaluate("window.__editor.opts.onTitle('Archived, renamed')")
         expect(pg.locator("#notes a.note-link[aria-current]")).to_have_text("Archived, renamed")
         expect(pg).to_have_title("Archived, renamed · noteloom")
@@ -350,11 +350,11 @@ def test_the_note_editor_is_opened_flushed_before_leaving_and_closed(browser: An
         # leaving: saved first, then closed, then the next note opens
         second.locator("a.note-link").click()
         expect(pg.locator("#note-pane")).to_have_text(f"editing {two}")
-        assert pg.evaluate(log).endswith(f"flush {a}|saved {a}|close {a}|open {b} - note-pane"), pg.evaluate(log)
+        assert pg.evaluate(log).endswith(f"flush {a}|saved {a}|close {a}|open {b} - off-page"), pg.evaluate(log)
         # Back leaves the same way
         pg.go_back()
         expect(pg.locator("#note-pane")).to_have_text(f"editing {one}")
-        assert pg.evaluate(log).endswith(f"flush {b}|saved {b}|close {b}|open {a} - note-pane")
+        assert pg.evaluate(log).endswith(f"flush {b}|saved {b}|close {b}|open {a} - off-page")
         # a search result passes its section
         trip = live.notes["trip"][:4]
         pg.fill("#search-input", "stove")
@@ -363,13 +363,13 @@ def test_the_note_editor_is_opened_flushed_before_leaving_and_closed(browser: An
         assert pg.evaluate(log).endswith(f"flush {a}|saved {a}|close {a}")
         pg.locator("#notes a.note-link", has_text="Trip").click()
         expect(pg.locator("#note-pane")).to_have_text(f"editing {live.notes['trip']}")
-        assert pg.evaluate(log).endswith(f"open {trip} Packing note-pane")
+        assert pg.evaluate(log).endswith(f"open {trip} Packing off-page")
         # the open note asked for at a section again: saved, closed and opened there
         # (an editor without showSection)
         count = len(pg.evaluate("window.__editor.log"))
         pg.locator("#notes a.note-link", has_text="Trip").click()
         pg.wait_for_function("(n) => window.__editor.log.length >= n + 4", arg=count)
-        assert pg.evaluate(log).endswith(f"flush {trip}|saved {trip}|close {trip}|open {trip} Packing note-pane")
+        assert pg.evaluate(log).endswith(f"flush {trip}|saved {trip}|close {trip}|open {trip} Packing off-page")
         assert pg.url.endswith(f"/notes/{live.notes['trip']}?section=Packing")
         # the editor says the note went to the trash: out of the list, back to the list's view
         pg.evaluate("window.__editor.opts.onTrashed()")

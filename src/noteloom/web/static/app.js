@@ -4,9 +4,10 @@
 // the server's sanitised note HTML goes in as HTML.
 //
 // The note pane belongs to the note editor when one is loaded (window.NoteEditor, from
-// note_editor.js): NoteEditor.open(pane, id, {section, onSaved, onTitle, onTrashed,
-// onMissing}) returns a handle (or a promise of one); before the app leaves a note it awaits
-// handle.flush() and calls handle.close(). `section` is the heading text of the section to
+// note_editor.js): NoteEditor.open(container, id, {section, onSaved, onTitle, onTrashed,
+// onMissing}) returns a handle (or a promise of one), drawn in a container off the page whose
+// content moves into the pane only if the note is still the one asked for; before the app
+// leaves a note it awaits handle.flush() and calls handle.close(). `section` is the heading text of the section to
 // show first (from a search hit, `?section=` in the address), or null. When the open note is
 // asked for at another section, handle.showSection(section) is called if the editor has it,
 // else the note is flushed, closed and opened again there. Without the editor the note is
