@@ -760,22 +760,14 @@
     }
   }
 
-  // A note or notebook an action names, as the server named it for this person.
-  function nameLabel(n) {
-    if (n.kind === "hidden") return "a note you cannot see";
-    if (n.kind === "notebook") return `notebook “${n.title}”`;
-    return n.notebook ? `“${n.title}” in ${n.notebook}` : `“${n.title}”`;
-  }
-
   function confirmCard(m) {
     const p = m.pending_action;
     const names = p.names || [];
-    let description = p.description || "";
-    for (const n of names) description = description.replaceAll(`'${n.id}'`, n.id).replaceAll(n.id, nameLabel(n));
+    const description = NL.actionDescription(p);
     const card = h("div", { class: "card confirm", role: "group", "aria-label": "Approval needed" },
       h("h3", { text: `Approve ${p.tool.replaceAll("_", " ")}?` }),
       h("p", { text: description }),
-      names.length ? h("ul", { class: "named" }, ...names.map((n) => h("li", { class: `named-${n.kind}`, text: nameLabel(n) }))) : null,
+      names.length ? h("ul", { class: "named" }, ...names.map((n) => h("li", { class: `named-${n.kind}`, text: NL.actionName(n) }))) : null,
       h("details", {}, h("summary", { text: "Arguments" }), h("pre", { text: JSON.stringify(p.arguments, null, 2) })));
     const status = h("span", { class: "muted", role: "status" });
     const approve = h("button", { type: "button", class: "primary", text: "Approve", onclick: () => confirm(m.id, "approve", status) });

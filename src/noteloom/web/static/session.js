@@ -207,7 +207,21 @@
     return node;
   }
 
-  window.NL = { api, authFetch, session, when, setHtml, attachmentUrl, start, h, ApiError, HEADER };
+  // A held call's description with the notes and notebooks it names by id written as the
+  // server named them for this person (title and notebook, or "a note you cannot see").
+  function actionName(n) {
+    if (n.kind === "hidden") return "a note you cannot see";
+    if (n.kind === "notebook") return `notebook “${n.title}”`;
+    return n.notebook ? `“${n.title}” in ${n.notebook}` : `“${n.title}”`;
+  }
+
+  function actionDescription(pending) {
+    let description = pending.description || "";
+    for (const n of pending.names || []) description = description.replaceAll(`'${n.id}'`, n.id).replaceAll(n.id, actionName(n));
+    return description;
+  }
+
+  window.NL = { api, authFetch, session, when, setHtml, attachmentUrl, start, h, actionName, actionDescription, ApiError, HEADER };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
   else boot();
 })();

@@ -455,17 +455,10 @@
 
   // -- confirmations ----------------------------------------------------------------------
 
-  function nameLabel(n) {
-    if (n.kind === "hidden") return "a note you cannot see";
-    if (n.kind === "notebook") return `notebook “${n.title}”`;
-    return n.notebook ? `“${n.title}” in ${n.notebook}` : `“${n.title}”`;
-  }
-
   function confirmCard(m) {
     const p = m.pending_action;
     const names = p.names || [];
-    let description = p.description || "";
-    for (const n of names) description = description.replaceAll(`'${n.id}'`, n.id).replaceAll(n.id, nameLabel(n));
+    const description = NL.actionDescription(p);
     const status = h("span", { class: "ai-muted", role: "status" });
     const decide = (decision) => async () => {
       try {
@@ -479,7 +472,7 @@
     const card = h("div", { class: "ai-card ai-confirm", role: "group", "aria-label": "Approval needed" },
       h("strong", { text: `Approve ${p.tool.replaceAll("_", " ")}?` }),
       h("p", { text: description }),
-      names.length ? h("ul", { class: "ai-named" }, ...names.map((n) => h("li", { text: nameLabel(n) }))) : null,
+      names.length ? h("ul", { class: "ai-named" }, ...names.map((n) => h("li", { text: NL.actionName(n) }))) : null,
       h("div", { class: "ai-actions" },
         h("button", { type: "button", class: "primary ai-approve", text: "Approve", onclick: decide("approve") }),
         h("button", { type: "button", class: "ai-decline", text: "Decline", onclick: decide("decline") }), status));
