@@ -4,7 +4,7 @@ shows its first notes at 100,000 notes and how soon a 200,000-character note sho
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.bench_web [--notes 100000] [--runs 7]
+    .venv/bin/python -m bench.bench_web [--notes 100000] [--runs 7] [--api-only]
 
 The keyword workspace of ``--notes`` notes from ``../shared/bench/corpus.py`` comes from the
 real-shapes cache (``bench/real_cache.py``; imported on first use), is copied, and is served by
@@ -79,6 +79,23 @@ def median_ms(client: httpx.Client, path: str, runs: int = 7) -> float:
     return statistics.median(samples[1:])
 
 
+def median_post_ms(client: httpx.Client, path: str, body: dict[str, Any], runs: int = 7) -> float:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        client.post(path, json=body).raise_for_status()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples[1:])
+
+
+def newest_note(home: Path) -> tuple[str, str]:
+    """The id and title of the most recently changed live note."""
+    with sqlite3.connect(home / "noteloom.db") as c:
+        row = c.execute("SELECT id, title FROM notes WHERE deleted_time IS NULL "
+                        "ORDER BY updated_time DESC, id DESC LIMIT 1").fetchone()
+    return str(row[0]), str(row[1])
+
+
 def middle_cursor(home: Path) -> str:
     """A list cursor half-way down the workspace's notes (newest first)."""
     with sqlite3.connect(home / "noteloom.db") as c:
@@ -104,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--api-only", action="store_true", help="only the browse API's answers (no Chromium)")
     args = parser.parse_args()
     if not CHROMIUM.exists():
         raise SystemExit(f"Chromium is not installed at {CHROMIUM} (`make system-deps` installs it)")
@@ -116,6 +134,7 @@ def main() -> None:
         home = Path(tmp) / "home"
         cache.copy_workspace(cached, home)
         middle = middle_cursor(home)
+        newest_id, newest_title = newest_note(home)
         with serve(home, log=Path(tmp) / "serve.log") as served:
             base = f"http://127.0.0.1:{served.port}"
             auth = {"Authorization": f"Bearer {served.token}"}
@@ -125,9 +144,23 @@ def main() -> None:
                     ("list, first page", "/api/v1/browse/notes?limit=50"),
                     ("list, half-way down", f"/api/v1/browse/notes?limit=50&cursor={middle}"),
                     ("quick switcher, empty", "/api/v1/browse/titles"),
+                    # Three characters or more: the trigram index of titles (migration 0022);
+                    # fewer: every title is read.
                     ("quick switcher, 'meeting'", "/api/v1/browse/titles?q=meeting"),
+                    ("quick switcher, 'buffer'", "/api/v1/browse/titles?q=buffer"),
+                    ("quick switcher, 'the' (a third of all titles)", "/api/v1/browse/titles?q=the"),
+                    ("quick switcher, 'zqx' (no match)", "/api/v1/browse/titles?q=zqx"),
+                    ("quick switcher, 'me' (2 chars, a scan)", "/api/v1/browse/titles?q=me"),
+                    ("backlinks of the newest note", f"/api/v1/notes/{newest_id}/backlinks"),
                 ]:
                     report.add(args.notes, f"API: {name}", f"median {median_ms(c, path):.1f} ms", "—", None)
+                resolve = median_post_ms(c, "/api/v1/links/resolve", {"ids": [], "titles": [newest_title, "No such title"]})
+                report.add(args.notes, "API: [[Title]] resolution (2 titles)", f"median {resolve:.1f} ms", "—", None)
+            if args.api_only:
+                print()
+                print(report.summary())
+                print(f"(load average now {load1():.2f})")
+                return
             r = httpx.post(f"{base}/api/v1/notes", headers=auth, timeout=120,
                            json={"title": "A long note", "body": long_body(vault, LONG_NOTE_CHARS)})
             r.raise_for_status()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 TABLES: Mapping[str, str] = {
     "notes_fts": "SQLite FTS5 virtual table of the keyword index (migration 0002)",
     "semantic_vectors": "created by noteloom.vectors when an index is built: its shape depends on the model",
+    "notes_titles": "SQLite FTS5 trigram table of live notes' titles (migration 0022)",
 }
 
 #: ``(table, column)`` pairs the models leave out.
@@ -31,6 +32,9 @@ COLUMNS: Mapping[tuple[str, str], str] = {
 #: Indexes the models leave out (those of the columns and tables above).
 INDEXES: Mapping[str, str] = {
     "ix_notes_search_vector": "PostgreSQL GIN index on notes.search_vector (migration 0002)",
+    "ix_notes_live_title": "live notes by exact title: a B-tree on SQLite, a hash index on PostgreSQL (migration 0022)",
+    "ix_notes_title_trgm": "PostgreSQL pg_trgm GIN index on lower(notes.title) (migration 0022)",
+    "ix_notes_body_trgm": "PostgreSQL pg_trgm GIN index on notes.body (migration 0022)",
 }
 
 #: Not compared by Alembic at all; the schema tests check that they exist.
@@ -38,6 +42,9 @@ TRIGGERS: Mapping[str, str] = {
     "notes_fts_insert": "SQLite: a new live note enters notes_fts (migration 0002)",
     "notes_fts_delete": "SQLite: a deleted live note leaves notes_fts (migration 0002)",
     "notes_fts_update": "SQLite: an edit, trashing or restore updates notes_fts (migration 0002)",
+    "notes_titles_insert": "SQLite: a new live note's title enters notes_titles (migration 0022)",
+    "notes_titles_delete": "SQLite: a deleted live note's title leaves notes_titles (migration 0022)",
+    "notes_titles_update": "SQLite: a retitling, trashing or restore updates notes_titles (migration 0022)",
 }
 FUNCTIONS: Mapping[str, str] = {
     "noteloom_index_text": "PostgreSQL twin of db.index_text (migration 0002)",

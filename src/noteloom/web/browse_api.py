@@ -184,23 +184,76 @@ def _like_escaped(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def titles_matching(conn: Connection, text: str, notebook_ids: Collection[str] | None, limit: int) -> list[Any]:
-    """Live notes whose title holds ``text`` (any case): titles starting with it first, then
-    the most recently changed."""
+#: The trigram index finds substrings of at least this many characters.
+_TRIGRAM = 3
+#: Past this many titles holding the text, the trigram candidates cost more than a scan.
+_FEW_CANDIDATES = 2000
+#: How many of the newest notes are first looked through for titles starting with the text.
+_RECENT_WINDOW = 1000
+
+
+def _fts_trigram_phrase(text: str) -> str:
+    """``text`` as one FTS5 phrase (a quote inside doubled), for the trigram table."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _trigram_rowids(text: str, cap: int | None = None) -> Any:
+    limit = f" LIMIT {int(cap)}" if cap is not None else ""
+    return sa.text(f"SELECT rowid FROM notes_titles WHERE notes_titles MATCH :title_match{limit}").bindparams(
+        title_match=_fts_trigram_phrase(text)).columns(sa.column("rowid", sa.Integer))
+
+
+def _few_trigram_candidates(conn: Connection, text: str) -> bool:
+    probe = sa.select(sa.func.count()).select_from(_trigram_rowids(text, _FEW_CANDIDATES).subquery())
+    return int(conn.execute(probe).scalar_one()) < _FEW_CANDIDATES
+
+
+def title_queries(text: str, notebook_ids: Collection[str] | None, limit: int) -> tuple[Any, Any]:
+    """Two forms of the title match (``text`` not empty): the whole answer ranked in one query
+    (``ranked``; on SQLite the trigram candidates may be added to it), and the titles starting
+    with ``text`` among the newest notes only, newest first (``recent_prefix``)."""
     n = db.notes
     low = sa.func.lower(n.c.title)
     needle = _like_escaped(text.lower())
-    starts = sa.case((low.like(needle + "%", escape="\\"), 0), else_=1)
+    starts = low.like(needle + "%", escape="\\")
     q = sa.select(n.c.id, n.c.title, n.c.notebook_id).where(n.c.deleted_time.is_(None))
     if notebook_ids is not None:
-        if not notebook_ids:
-            return []
         q = q.where(n.c.notebook_id.in_(sorted(notebook_ids)))
+    recent = (n.c.updated_time.desc(), n.c.id.desc())
+    ranked = (q.where(low.like("%" + needle + "%", escape="\\"))
+              .order_by(sa.case((starts, 0), else_=1), *recent).limit(limit))
+    window = q.add_columns(n.c.updated_time, starts.label("starts")).order_by(*recent).limit(_RECENT_WINDOW).subquery()
+    recent_prefix = (sa.select(window.c.id, window.c.title, window.c.notebook_id).where(window.c.starts)
+                     .order_by(window.c.updated_time.desc(), window.c.id.desc()).limit(limit))
+    return ranked, recent_prefix
+
+
+def titles_matching(conn: Connection, text: str, notebook_ids: Collection[str] | None, limit: int) -> list[Any]:
+    """Live notes whose title holds ``text`` (any case): titles starting with it first, then
+    the most recently changed.
+
+    Indexed (migration 0022). Text that few titles hold (three characters or more, on
+    SQLite): the trigram table ``notes_titles`` gives the candidates (a superset: it folds case
+    beyond ASCII) and the ``LIKE`` keeps the matches. Otherwise the newest notes are looked
+    through first: when ``limit`` of them start with the text, those are the answer (any older
+    one ranks below them), found in a few rows when the text is common. Failing that, one
+    query ranks every title holding it: on PostgreSQL through the pg_trgm index on
+    ``lower(title)`` when the planner finds it cheaper, on SQLite by reading every title."""
+    n = db.notes
+    if notebook_ids is not None and not notebook_ids:
+        return []
     if not text:  # the newest: one range of the recency index
+        q = sa.select(n.c.id, n.c.title, n.c.notebook_id).where(n.c.deleted_time.is_(None))
+        if notebook_ids is not None:
+            q = q.where(n.c.notebook_id.in_(sorted(notebook_ids)))
         return list(conn.execute(q.order_by(n.c.updated_time.desc(), n.c.id.desc()).limit(limit)))
-    q = q.where(low.like("%" + needle + "%", escape="\\"))
-    q = q.order_by(starts, n.c.updated_time.desc(), n.c.id.desc()).limit(limit)
-    return list(conn.execute(q))
+    ranked, recent_prefix = title_queries(text, notebook_ids, limit)
+    if conn.dialect.name == "sqlite" and len(text) >= _TRIGRAM and _few_trigram_candidates(conn, text):
+        return list(conn.execute(ranked.where(n.c.seq.in_(_trigram_rowids(text)))))
+    first = list(conn.execute(recent_prefix))
+    if len(first) >= limit:
+        return first
+    return list(conn.execute(ranked))
 
 
 def _visible(scope: RequestScope, conn: Connection) -> tuple[list[Notebook], set[str] | None]:

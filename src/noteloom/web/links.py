@@ -6,14 +6,14 @@ a note or attachment they may not see resolves exactly like one that does not ex
 backlink from a note they may not see is not listed. The functions block (they query the
 database): call them from a worker thread with the route's connection.
 
-At scale, on SQLite, the keyword index does the finding: titles are looked up by their
-phrase in the titles, backlink candidates by the id's token or the title's phrase in the bodies
-(then ``LIKE`` on those rows only), so the cost follows the number of matches, not of notes.
-Measured on 100,000 notes of ~2 kB with 32 backlinks: backlinks ~4 ms, a title lookup ~1 ms
-warm (a scan of the titles alone took ~40 ms). PostgreSQL's index splits ``:/ID`` differently,
-so there both are scans of the live notes (``LIKE`` on the bodies; a trigram index would make
-them indexed). Each candidate is then parsed, so only real links count
-(not an id inside a code block).
+At scale the cost follows the number of matches, not of notes. A title is looked up in the
+index of live notes by exact title (migration 0022) on both databases. Backlink candidates are
+found on SQLite by the keyword index (the id's token or the title's phrase in the bodies, then
+``LIKE`` on those rows only), on PostgreSQL by the pg_trgm index of the bodies, which answers the
+``LIKE`` itself (its keyword index splits ``:/ID`` differently). Measured on 100,000 notes of
+~2 kB on SQLite with 32 backlinks: backlinks ~4 ms; on PostgreSQL a body scan for one note's
+backlinks took ~2 s, the trigram index ~0.4 ms. Each candidate is then parsed, so only real
+links count (not an id inside a code block).
 """
 
 from __future__ import annotations
@@ -73,13 +73,6 @@ def resolve_links(scope: RequestScope, refs: LinkRefs, conn: Connection) -> Reso
         qt = (sa.select(_n.c.id, _n.c.title, _n.c.notebook_id)
               .where(_n.c.title.in_(wanted), _n.c.deleted_time.is_(None))
               .order_by(_n.c.updated_time.desc(), _n.c.id.desc()))
-        # Titles have no index of their own; on SQLite the keyword index finds them (a scan
-        # of 100,000 titles costs ~40 ms, this ~1), unless a title has no word to look up.
-        phrases = [_fts_phrase(t) for t in wanted]
-        if conn.dialect.name == "sqlite" and all(phrases):
-            match = " OR ".join(f"title : {p}" for p in phrases)
-            fts = sa.text("SELECT rowid FROM notes_fts WHERE notes_fts MATCH :rl_match").bindparams(rl_match=match)
-            qt = qt.where(_n.c.seq.in_(fts.columns(sa.column("rowid", sa.Integer))))
         for r in conn.execute(qt):
             if r.title not in titles and (visible is None or r.notebook_id in visible):
                 titles[r.title] = r.id
