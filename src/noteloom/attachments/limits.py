@@ -43,13 +43,15 @@ class AttachmentLimits:
         if not isinstance(section, Mapping):
             raise ConfigError(f"[attachments] in noteloom.toml must be a table, not {type(section).__name__}")
         known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(section) - set(known))
+        unknown = sorted(set(section) - set(known) - OTHER_SETTINGS)
         if unknown:
             raise ConfigError(
-                f"[attachments] has no setting {unknown[0]!r}; the settings are {', '.join(known)}"
+                f"[attachments] has no setting {unknown[0]!r}; the settings are {', '.join([*known, *OTHER_SETTINGS])}"
             )
         values: dict[str, Any] = {}
         for name, value in section.items():
+            if name in OTHER_SETTINGS:
+                continue
             whole = known[name].type in ("int", int)
             number = isinstance(value, int | float) and not isinstance(value, bool)
             floor = _FLOORS[name]
@@ -67,6 +69,10 @@ class AttachmentLimits:
             return self.pdf_bytes
         return self.text_bytes
 
+
+#: Settings of ``[attachments]`` read elsewhere: ``max_mb``, the largest file a note takes
+#: (web/notes_api.py).
+OTHER_SETTINGS = frozenset({"max_mb"})
 
 #: The least each setting may be: below these nothing useful gets through (the child
 #: cannot even start its interpreter in less than 128 MB of address space).

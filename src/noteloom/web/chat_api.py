@@ -50,6 +50,7 @@ from noteloom.web.api_base import (
     note_out,
     user_of,
 )
+from noteloom.web.limits import allow_uploads
 from noteloom.web.render import render_markdown
 from noteloom.web.vault_api import keys_of
 
@@ -530,13 +531,6 @@ def attachment_limits(app: App) -> AttachmentLimits:
 def upload_bytes(limits: AttachmentLimits) -> int:
     """The largest multipart body the send route takes: every file at the largest cap."""
     return limits.per_message * max(limits.image_bytes, limits.pdf_bytes, limits.text_bytes) + FORM_OVERHEAD
-
-
-def allow_uploads(api: FastAPI, path: str, max_bytes: int) -> None:
-    """Let multipart bodies to ``path`` be up to ``max_bytes`` (the body limit reads this)."""
-    allowed: dict[str, int] = getattr(api.state, "upload_limits", None) or {}
-    allowed[path] = max_bytes
-    api.state.upload_limits = allowed
 
 
 def _is_multipart(request: Request) -> bool:

@@ -8,14 +8,16 @@ cut off when it passes the cap. Either way the connection is closed after the 41
 the rest of the body will not be read.
 
 A route that takes file uploads may allow a larger ``multipart/form-data`` body
-(``uploads``: path -> bytes; the chat's send route allows its files at their caps); a
-body of any other type to that path keeps the common cap.
+(``uploads``: path -> bytes; the chat's send route allows its files at their caps, a
+note's attachment route its ``[attachments] max_mb``); a path may hold ``{id}`` for an
+id segment. A body of any other type to that path keeps the common cap.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
@@ -26,6 +28,14 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger(__name__)
+
+
+def allow_uploads(api: Any, path: str, max_bytes: int) -> None:
+    """Let multipart bodies to ``path`` (``{id}`` for an id segment) be up to ``max_bytes``:
+    the app's body limit reads ``api.state.upload_limits`` when it is made."""
+    allowed: dict[str, int] = getattr(api.state, "upload_limits", None) or {}
+    allowed[path] = max_bytes
+    api.state.upload_limits = allowed
 
 
 def _too_large_body(max_bytes: int, upload: bool = False) -> bytes:
@@ -41,15 +51,24 @@ class BodyLimit:
 
     def __init__(self, app: ASGIApp, max_bytes: int, uploads: Mapping[str, int] | None = None) -> None:
         self.app, self.max_bytes = app, max_bytes
-        self.uploads = dict(uploads or {})
+        self.uploads = {path: cap for path, cap in (uploads or {}).items() if "{id}" not in path}
+        self.patterns = [(re.compile(re.escape(path).replace(r"\{id\}", "[0-9a-f]{32}") + "$"), cap)
+                         for path, cap in (uploads or {}).items() if "{id}" in path]
         self._body = _too_large_body(max_bytes)
+
+    def upload_cap(self, path: str) -> int | None:
+        """The larger multipart body ``path`` allows, if it takes uploads."""
+        found = self.uploads.get(path)
+        if found is None:
+            found = next((cap for pattern, cap in self.patterns if pattern.match(path)), None)
+        return found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         limit, body = self.max_bytes, self._body
-        allowed = self.uploads.get(scope.get("path", ""))
+        allowed = self.upload_cap(scope.get("path", ""))
         if allowed is not None and _is_multipart(scope):
             limit, body = max(allowed, self.max_bytes), _too_large_body(max(allowed, self.max_bytes), True)
         declared = _content_length(scope)

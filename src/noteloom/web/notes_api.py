@@ -18,7 +18,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
 from noteloom.app import App
-from noteloom.errors import Conflict, Forbidden, NotFound
+from noteloom.errors import ConfigError, Conflict, Forbidden, NotFound
 from noteloom.search import search_notes
 from noteloom.web.access import request_scope
 from noteloom.web.api_base import (
@@ -35,12 +35,16 @@ from noteloom.web.api_base import (
     install_error_handlers,
     note_out,
 )
+from noteloom.web.limits import allow_uploads
 from noteloom.web.render import render_markdown, safe_link
 from noteloom.workspace import Note
 from noteloom.workspace.model import MAX_TIME_MS
 
 #: The largest file the editor may attach to a note (the server's body cap applies first).
+#: The largest file a note takes by default (``[attachments] max_mb``: 10).
 ATTACHMENT_BYTES = 10 * 1024 * 1024
+#: What a multipart body carries besides the file (boundaries, part headers, the file name).
+UPLOAD_OVERHEAD = 64 * 1024
 
 
 class NoteCreate(StrictModel):
@@ -330,19 +334,34 @@ def install(api: FastAPI, app: App) -> None:
         return [{"id": b.id, "parent_id": b.parent_id, "title": b.title, "note_count": b.note_count} for b in books]
 
     api.include_router(r)
-    api.include_router(_uploads(app))
+    limit_mb = note_file_mb(app)
+    # The route's multipart body may carry a file of that size, whatever [server] max_body_bytes
+    # says of other bodies (web/limits.py lets it through).
+    allow_uploads(api, "/api/v1/notes/{id}/attachments", int(limit_mb * 1024 * 1024) + UPLOAD_OVERHEAD)
+    api.include_router(_uploads(app, limit_mb))
 
 
-def _uploads(app: App) -> APIRouter:
+def note_file_mb(app: App) -> float:
+    """The largest file a note takes, in MB: ``[attachments] max_mb`` in noteloom.toml (10);
+    a ``ConfigError`` when it is not a number of at least 0.001."""
+    limit = app.settings.section("attachments").get("max_mb", ATTACHMENT_BYTES / (1024 * 1024))
+    if not isinstance(limit, int | float) or isinstance(limit, bool) or not limit >= 0.001:
+        raise ConfigError(f"[attachments] max_mb must be a number >= 0.001 (MB, the largest file a note takes), not {limit!r}")
+    return float(limit)
+
+
+def _uploads(app: App, limit_mb: float) -> APIRouter:
     """The upload route reads its own multipart body: no shared JSON body check."""
     ws = app.workspace
+    limit = int(limit_mb * 1024 * 1024)
     r = APIRouter(prefix="/api/v1", tags=["notes"], responses=ERRORS, default_response_class=ApiJSONResponse)
 
     @r.post("/notes/{note_id}/attachments", response_model=AttachmentOut, status_code=201,
             openapi_extra=_UPLOAD_BODY, responses={413: ERRORS[422]})
     async def attach(request: Request, note_id: IdPath) -> dict[str, Any]:
-        """Attach a file to a note (multipart, one part named `file`, at most 10 MB); link
-        it in the note as `![name](:/ID)` or `[name](:/ID)`."""
+        """Attach a file to a note (multipart, one part named `file`, at most `[attachments]
+        max_mb` in noteloom.toml, 10 MB by default); link it in the note as `![name](:/ID)` or
+        `[name](:/ID)`."""
         scope = request_scope(request, ws)
         if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
             raise ApiError(422, "invalid_input", "file: send multipart/form-data with one file part named file", "file")
@@ -354,15 +373,15 @@ def _uploads(app: App) -> APIRouter:
             part = form.get("file")
             if not isinstance(part, UploadFile) or set(form) != {"file"}:
                 raise ApiError(422, "invalid_input", "file: send one file part named file (with a filename)", "file")
-            data = await part.read(ATTACHMENT_BYTES + 1)
+            data = await part.read(limit + 1)
             filename = (part.filename or "").strip() or "file"
             mime = (part.content_type or "").split(";")[0].strip() or None
         finally:
             await form.close()
-        if len(data) > ATTACHMENT_BYTES:
+        if len(data) > limit:
             raise ApiError(413, "payload_too_large",
-                           f"file: larger than {ATTACHMENT_BYTES // (1024 * 1024)} MB, the largest file a note takes",
-                           "file")
+                           f"file: larger than {limit_mb:g} MB, the largest file a note takes on this server "
+                           "([attachments] max_mb in noteloom.toml)", "file")
         if len(filename) > 255 or "\x00" in filename:
             raise ApiError(422, "invalid_input", "file: the file name must be under 256 characters", "file")
 
