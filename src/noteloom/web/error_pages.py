@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.routing import BaseRoute, Match
@@ -107,11 +108,30 @@ def wants_page(scope: Scope) -> bool:
     return html > 0 and html >= ranges.get("application/json", 0.0)
 
 
+def same_origin_path(address: str) -> bool:
+    """Whether ``address`` is a path of this server a browser may be sent on to: ``/`` and a
+    path, never a scheme, a host (``//evil``, ``/\\evil``: browsers read a backslash as a
+    slash) or a control character."""
+    return (address.startswith("/") and not address.startswith("//") and "\\" not in address
+            and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in address))
+
+
+def sign_in_link(here: str) -> str:
+    """The app's sign-in, sent back to ``here`` once signed in (``/?next=…``, which the page
+    checks again). An address of the API is not one to go back to: a browser's navigation
+    carries no sign-in, so it would be refused again."""
+    path = here.split("?", 1)[0]
+    if path in ("", "/") or path == "/api" or path.startswith("/api/") or not same_origin_path(here):
+        return "/"
+    return "/?" + urlencode({"next": here})
+
+
 def error_page(status: int, path: str, query: str = "") -> bytes:
     """The page for ``status`` (one of :data:`PAGES`) at ``path``, as UTF-8 HTML."""
     advice = PAGES[status]
     here = path + ("?" + query if query else "")
-    return _templates.get_template("error.html").render(status=status, advice=advice, here=here).encode()
+    return _templates.get_template("error.html").render(
+        status=status, advice=advice, here=here, sign_in=sign_in_link(here)).encode()
 
 
 class ErrorPages:
