@@ -8,6 +8,7 @@
 #
 #   ASSETS_NO_INSTALL=1 bash scripts/build-assets.sh   # rebuild from the installed node_modules
 #   bash scripts/build-assets.sh editor markdown        # only those bundles, from node_modules
+#   bash scripts/build-assets.sh mermaid                # only the mermaid copy, from node_modules
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 assets="$root/assets"
@@ -24,17 +25,6 @@ bundle() {  # bundle NAME: assets/src/NAME.js -> vendor/NAME/NAME.js
         --legal-comments=eof --log-level=warning --outfile="$vendor/$name/$name.js"
 }
 
-if [[ $# -gt 0 ]]; then
-    for name in "$@"; do bundle "$name"; done
-    exit 0
-fi
-
-if [[ "${ASSETS_NO_INSTALL:-}" != "1" ]]; then
-    # ci installs exactly what the lock file says and fails if package.json disagrees with it;
-    # --ignore-scripts: no package gets to run code on this machine at install time.
-    npm ci --ignore-scripts --no-audit --no-fund
-fi
-
 copy() {  # copy PACKAGE DEST FILE...
     local pkg="$1" dest="$vendor/$2"
     shift 2
@@ -44,6 +34,26 @@ copy() {  # copy PACKAGE DEST FILE...
         cp -r "node_modules/$pkg/$f" "$dest/"
     done
 }
+
+# Diagrams in the page (the server keeps the fence as code): mermaid's own self-contained IIFE
+# build (it sets the global `mermaid`), copied as published; render.js loads it only for a page
+# that shows a ```mermaid block. Not an assets/src entry, so `build-assets.sh mermaid` copies it.
+vendor_mermaid() {
+    copy mermaid mermaid dist/mermaid.min.js LICENSE
+}
+
+if [[ $# -gt 0 ]]; then
+    for name in "$@"; do
+        if [[ "$name" == mermaid ]]; then vendor_mermaid; else bundle "$name"; fi
+    done
+    exit 0
+fi
+
+if [[ "${ASSETS_NO_INSTALL:-}" != "1" ]]; then
+    # ci installs exactly what the lock file says and fails if package.json disagrees with it;
+    # --ignore-scripts: no package gets to run code on this machine at install time.
+    npm ci --ignore-scripts --no-audit --no-fund
+fi
 
 copy swagger-ui-dist swagger-ui swagger-ui-bundle.js swagger-ui-bundle.js.LICENSE.txt swagger-ui.css LICENSE NOTICE
 # The stylesheet names its source map; the map is not shipped, so drop the reference
@@ -56,6 +66,7 @@ copy katex katex dist/katex.min.js dist/katex.min.css dist/fonts LICENSE
 find "$vendor/katex/fonts" -type f ! -name "*.woff2" -delete
 # Code highlighting themes for both colour schemes (the highlighter itself is bundled below).
 copy highlight.js highlight styles/github.min.css styles/github-dark.min.css LICENSE
+vendor_mermaid
 
 # noteloom's bundles: each assets/src/NAME.js becomes vendor/NAME/NAME.js, one IIFE script
 # that sets a global (see the entry's header), minified, with the licences of what it holds.

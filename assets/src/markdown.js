@@ -2,7 +2,8 @@
 //
 // markdown-it with the server's options and plugins (CommonMark, GFM tables, strikethrough,
 // task lists; math kept as source; [[Title]] wiki links; Joplin :/ID links marked for
-// resolution), DOMPurify given the server sanitiser's (nh3) tags, attributes and URL schemes,
+// resolution), DOMPurify given the server sanitiser's (nh3) tags, attributes and URL schemes
+// (and, apart, its SVG profile for diagrams drawn in the page: sanitizeSvg),
 // and highlight.js with the common languages. The parity test
 // (tests/browser/test_render_parity.py) holds render() equal to the server's output, so a
 // change here needs its twin in render.py.
@@ -84,6 +85,16 @@ const PURIFY = { ALLOWED_TAGS: TAGS, ALLOWED_ATTR: allAttributes, ALLOW_DATA_ATT
 
 function sanitize(html) {
   return DOMPurify.sanitize(html, PURIFY);
+}
+
+// A diagram's SVG (mermaid's output) as a fragment to insert: DOMPurify's SVG profile, in an
+// instance of its own so the hooks above (the note's HTML rules) do not strip SVG attributes.
+// No script, no event handler, no foreignObject (HTML inside SVG), no javascript: link.
+const svgPurify = DOMPurify(window);
+const SVG_PURIFY = { USE_PROFILES: { svg: true, svgFilters: true }, RETURN_DOM_FRAGMENT: true,
+  FORBID_TAGS: ["foreignObject", "script"] };
+function sanitizeSvg(svg) {
+  return svgPurify.sanitize(String(svg ?? ""), SVG_PURIFY);
 }
 
 // $x$: the opener not before a space, the closer not after a space nor before a digit.
@@ -222,4 +233,4 @@ function highlight(root) {
   }
 }
 
-window.NoteloomMarkdown = { md, render, sanitize, highlight, hljs, languages: Object.keys(LANGUAGES) };
+window.NoteloomMarkdown = { md, render, sanitize, sanitizeSvg, highlight, hljs, languages: Object.keys(LANGUAGES) };

@@ -6,6 +6,7 @@
 //   NoteloomRender.renderInto(el, markdown, {noteId, updatedTime, onToggleTask, onNoteChanged,
 //                                            onError}) -> Promise<void>
 //       Renders into `el`, highlights code, renders math with KaTeX (loaded on first use),
+//       draws ```mermaid fences as diagrams (mermaid loaded on first use, see below),
 //       resolves links as the signed-in person (POST /api/v1/links/resolve) and makes task
 //       checkboxes clickable: with `noteId` a click saves the toggle (POST
 //       /api/v1/notes/{noteId}/tasks, 409 if the note changed since `updatedTime`) and calls
@@ -20,7 +21,8 @@
 //       latest text wins), sanitised every time. Finished blocks (before a blank line that a
 //       new top-level block follows, outside fences) are rendered once and kept with their
 //       highlighting and math; each frame renders only the rest, and keeps its blocks whose
-//       HTML did not change. An unclosed fence is a code block to the end. Call renderInto
+//       HTML did not change. An unclosed fence is a code block to the end (a mermaid fence is
+//       drawn once it is closed). Call renderInto
 //       with the final text when it ends (that also resolves links). The promise resolves
 //       once the frame that drew this text (or a later one) has run.
 //   NoteloomRender.enhance(el, {noteId, updatedTime, onToggleTask, onNoteChanged, onError})
@@ -28,6 +30,14 @@
 //       For the server's HTML already in `el` (GET /api/v1/notes/{id}/rendered, links
 //       resolved there): highlights, draws math, wires the task boxes as renderInto does.
 //   NoteloomRender.ready -> Promise: the Markdown bundle and stylesheets are loaded.
+//
+// Diagrams: the server keeps a ```mermaid fence as code (exports keep the source); here each
+// becomes a <figure class="nl-mermaid"> with the diagram, the code kept hidden in it. Mermaid
+// (/static/vendor/mermaid/mermaid.min.js, 5 MB) is added as a script only when a page shows
+// such a fence, set up with securityLevel "strict" (no click handlers, no HTML labels) and the
+// app's light or dark theme (drawn again when it changes). Its SVG goes through DOMPurify's SVG
+// profile (NoteloomMarkdown.sanitizeSvg) before it is inserted. A diagram that does not parse
+// keeps its source in view with a short error under it.
 //
 // Needs /static/vendor/markdown/markdown.js (NoteloomMarkdown; loaded here when the page has
 // not) and uses session.js's NL (the session header, attachments as blob: URLs) when present.
@@ -40,6 +50,9 @@
   const KATEX_CSS = "/static/vendor/katex/katex.min.css";
   const HLJS_LIGHT = "/static/vendor/highlight/github.min.css";
   const HLJS_DARK = "/static/vendor/highlight/github-dark.min.css";
+  const MERMAID_JS = "/static/vendor/mermaid/mermaid.min.js";
+  // A streamed top-level node's key: the sanitised HTML it was made from (see patchFrom).
+  const sourceOf = new WeakMap();
   const SESSION_HEADER = "X-Noteloom-Session";
 
   function addScript(src) {
@@ -78,6 +91,7 @@
     const dark = isDark();
     themes.light.media = dark ? "not all" : "all";
     themes.dark.media = dark ? "all" : "not all";
+    redrawDiagrams();
   }
   function addStyles() {
     if (themes) return;
@@ -104,6 +118,120 @@
       katexLoading = addScript(KATEX_JS).then(() => window.katex);
     }
     return katexLoading;
+  }
+
+  // Mermaid: loaded and set up on first use, set up again when the theme changes.
+  let mermaidLoading = null;
+  let mermaidTheme = null;
+  let diagramCount = 0;
+  // Mermaid's SVG by theme and source, so a preview drawn again after each pause in typing (or
+  // a streamed reply drawn whole at its end) shows a diagram it has already drawn at once.
+  const diagramCache = new Map();
+  const DIAGRAM_CACHE_MAX = 50;
+  async function diagramSvg(mermaid, id, source) {
+    const key = `${mermaidTheme}\n${source}`;
+    let svg = diagramCache.get(key);
+    if (svg === undefined) {
+      svg = (await mermaid.render(id, source)).svg;
+      diagramCache.set(key, svg);
+      if (diagramCache.size > DIAGRAM_CACHE_MAX) diagramCache.delete(diagramCache.keys().next().value);
+    }
+    return svg;
+  }
+  function loadMermaid() {
+    if (!mermaidLoading) mermaidLoading = addScript(MERMAID_JS).then(() => window.mermaid);
+    return mermaidLoading.then((mermaid) => {
+      const theme = isDark() ? "dark" : "default";
+      if (mermaidTheme !== theme) {
+        mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme, htmlLabels: false,
+          flowchart: { htmlLabels: false }, suppressErrorRendering: true });
+        mermaidTheme = theme;
+      }
+      return mermaid;
+    });
+  }
+
+  function diagramError(err) {
+    const text = String((err && (err.message || err.str)) || err || "unknown error").trim();
+    const first = text.split("\n").find((line) => line.trim()) || "unknown error";
+    return first.length > 160 ? `${first.slice(0, 157)}...` : first;
+  }
+
+  // The fences of `root` to draw: every pre > code.language-mermaid not yet taken, except
+  // `open` (the last <pre> of a streaming reply whose fence is still open).
+  function mermaidBlocks(root, open) {
+    return [...root.querySelectorAll("pre > code.language-mermaid")]
+      .map((code) => code.parentElement)
+      .filter((pre) => pre !== open && !pre.closest(".nl-mermaid"));
+  }
+
+  // Each block into a <figure class="nl-mermaid"> (the top-level node keeps the streaming key of
+  // the <pre> it replaces, so a later frame with the same text keeps the diagram).
+  async function drawDiagrams(root, open = null) {
+    const blocks = mermaidBlocks(root, open);
+    if (!blocks.length) return;
+    const figures = blocks.map((pre) => {
+      const figure = document.createElement("figure");
+      figure.className = "nl-mermaid";
+      figure.dataset.mermaid = "pending";
+      if (sourceOf.has(pre)) sourceOf.set(figure, sourceOf.get(pre));
+      pre.replaceWith(figure);
+      figure.append(pre);
+      return figure;
+    });
+    let mermaid;
+    try {
+      mermaid = await loadMermaid();
+    } catch (err) {
+      for (const figure of figures) showDiagramError(figure, err);
+      return;
+    }
+    for (const figure of figures) await drawDiagram(mermaid, figure);
+  }
+
+  async function drawDiagram(mermaid, figure) {
+    const pre = figure.querySelector(":scope > pre");
+    const source = pre.textContent;
+    const id = `nl-mermaid-${++diagramCount}`;
+    // What mermaid may leave in the page on a failure (its SVG, the box it drew it in): named
+    // by this id, so removed before the diagram (whose <svg> has the id) goes in.
+    const leftovers = () => { document.getElementById(id)?.remove(); document.getElementById(`d${id}`)?.remove(); };
+    try {
+      const svg = await diagramSvg(mermaid, id, source);
+      leftovers();
+      const clean = window.NoteloomMarkdown.sanitizeSvg(svg);
+      if (!clean.querySelector("svg")) throw new Error("the diagram came out empty");
+      for (const old of figure.querySelectorAll(":scope > svg, :scope > .nl-mermaid-error")) old.remove();
+      pre.hidden = true;
+      figure.prepend(clean);
+      figure.dataset.mermaid = "drawn";
+      figure.dataset.drawnTheme = mermaidTheme;
+    } catch (err) {
+      leftovers();
+      showDiagramError(figure, err);
+    }
+  }
+
+  function showDiagramError(figure, err) {
+    for (const old of figure.querySelectorAll(":scope > svg, :scope > .nl-mermaid-error")) old.remove();
+    const pre = figure.querySelector(":scope > pre");
+    pre.hidden = false;
+    const message = document.createElement("p");
+    message.className = "nl-mermaid-error";
+    message.textContent = `Diagram not drawn: ${diagramError(err)}`;
+    figure.append(message);
+    figure.dataset.mermaid = "error";
+  }
+
+  // The theme changed: the diagrams already drawn are drawn again in the other one.
+  let redrawing = null;
+  function redrawDiagrams() {
+    if (!mermaidLoading || redrawing) return;
+    redrawing = loadMermaid().then(async (mermaid) => {
+      for (const figure of document.querySelectorAll(".nl-mermaid[data-mermaid='drawn']")) {
+        if (figure.dataset.drawnTheme !== mermaidTheme) await drawDiagram(mermaid, figure);
+      }
+    }).catch(() => {}).finally(() => { redrawing = null; });
   }
 
   async function api(method, path, body) {
@@ -249,7 +377,7 @@
     setHtml(el, render(markdown));
     window.NoteloomMarkdown.highlight(el);
     wireTasks(el, opts);
-    await Promise.all([renderMath(el), resolveLinks(el)]);
+    await Promise.all([renderMath(el), resolveLinks(el), drawDiagrams(el)]);
   }
 
   // The server's HTML (GET /api/v1/notes/{id}/rendered, links resolved) already in `el`:
@@ -259,7 +387,7 @@
     el.classList.add("nl-render");
     window.NoteloomMarkdown.highlight(el);
     wireTasks(el, opts);
-    await Promise.all([renderMath(el), resolveLinks(el)]);
+    await Promise.all([renderMath(el), resolveLinks(el), drawDiagrams(el)]);
   }
 
   // Streaming: the latest text per element, rendered once per frame. The text is cut where
@@ -296,21 +424,25 @@
       stream.stable = "";
       stream.stableCount = 0;
     }
-    const cut = stableEnd(text);
+    const scan = scanBlocks(text);
+    const cut = scan.cut;
     if (cut > stream.stable.length) {
       stream.stableCount += patchFrom(el, stream.stableCount, render(text.slice(stream.stable.length, cut)));
       stream.stable = text.slice(0, cut);
     }
     patchFrom(el, stream.stableCount, render(text.slice(stream.stable.length)));
     renderMath(el);
+    // A fence still open at the end is the last block: its diagram waits for the closing line.
+    drawDiagrams(el, scan.fence !== null ? [...el.querySelectorAll("pre")].pop() : null);
   }
 
   const FENCE = /^ {0,3}(`{3,}|~{3,})/;
   const MATH = /^ {0,3}\$\$/;
 
-  // Where the last top-level block that starts after a blank line begins (0: nowhere yet).
-  // Only whole lines count: the last one may still be growing.
-  function stableEnd(text) {
+  // Where the last top-level block that starts after a blank line begins (cut; 0: nowhere yet),
+  // and the fence the text ends inside (fence; null: none). Only whole lines count: the last one
+  // may still be growing (a closing fence counts once its line has ended).
+  function scanBlocks(text) {
     const lines = text.split("\n");
     let pos = 0;
     let cut = 0;
@@ -336,13 +468,12 @@
       blank = fence === null && line.trim() === "";
       pos += line.length + 1;
     }
-    return cut;
+    return { cut, fence };
   }
 
   // Make el's children from index `start` on into `html`'s top-level nodes, keeping those that
   // are already the same (same sanitised HTML, or the same text) and dropping everything after
   // the first that is not. Answers how many nodes `html` made.
-  const sourceOf = new WeakMap();
   const keyOf = (node) => (node.nodeType === 1 ? sourceOf.get(node) : `#${node.nodeType}:${node.data}`);
   const keyOfNew = (node) => (node.nodeType === 1 ? node.outerHTML : `#${node.nodeType}:${node.data}`);
   function patchFrom(el, start, html) {
