@@ -190,8 +190,10 @@ def test_a_reload_mid_stream_goes_on_with_the_answer(open_page: Any, viewport: d
     expect(answer.locator("strong")).to_have_text("simple")
 
 
-def test_regenerate_keeps_the_old_answer_behind_a_switcher_and_copy_copies_the_markdown(open_page: Any) -> None:
-    page = open_page(DESKTOP)
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
+def test_regenerate_keeps_the_old_answer_behind_a_switcher_and_copy_copies_the_markdown(
+        open_page: Any, viewport: dict[str, int]) -> None:
+    page = open_page(viewport)
     pick_model(page, "count")
     send(page, "Count for me")
     settled(page)

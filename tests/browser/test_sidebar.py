@@ -3,7 +3,13 @@ models are scripted: select a word in the editor, ask in the sidebar, the propos
 inline in the editor, accepted there (the note changed once: one revision) and undone with
 Ctrl+Z in the editor (saved); a rejected edit leaves the note alone and a refused one says why;
 the context line follows the selection; the sidebar stays collapsed across a reload; it opens
-and answers from the keyboard, and a reload continues its conversation."""
+and answers from the keyboard, and a reload continues its conversation. Its messages have the
+chat page's actions (Copy the Markdown, Regenerate, Edit and send again, the branch switcher),
+its tool calls open onto their results (a plugin's drawn from its render spec), and on a phone
+the drawer keeps the focus until Escape.
+
+A plugin tool with a renderer is installed the way a package is: a module and its
+``*.dist-info`` with a ``noteloom`` entry point, on the server's ``PYTHONPATH``."""
 
 from __future__ import annotations
 
@@ -44,7 +50,47 @@ def _scripts(notes: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
             {"text": "I will move it to the trash.", "tool_calls": [{"name": "delete_note", "arguments": {"id": notes["old"]}}]},
             {"text": "Done: the note is in the trash."},
         ],
+        "count": [{"text": "Answer one."}, {"text": "Answer two."}, {"text": "Answer three."}],
+        "tools": [
+            {"text": "Let me look.", "tool_calls": [{"name": "list_notebooks", "arguments": {}},
+                                                    {"name": "weather_probe", "arguments": {"place": "Oslo"}}]},
+            {"text": "Pack for **rain** in Oslo."},
+        ],
     }
+
+
+PLUGIN = '''
+from noteloom.plugins import hookimpl
+from noteloom.renderspec import KeyValues
+from noteloom.tools import ToolDef
+
+SCHEMA = {"type": "object", "properties": {"place": {"type": "string"}}, "required": ["place"]}
+
+
+async def weather(ctx, args):
+    return {"place": args["place"], "sky": "rain", "high": 9}
+
+
+def render(args, out):
+    return KeyValues({"Place": out["place"], "Sky": out["sky"], "High": out["high"]})
+
+
+@hookimpl
+def register_tools(register):
+    register(ToolDef("weather_probe", "The weather.", SCHEMA, weather, render=render))
+'''
+
+
+def install_plugin(home: Path) -> Path:
+    """A site directory holding the weather_probe plugin as an installed package."""
+    site = home / "site"
+    site.mkdir()
+    (site / "sidebar_probe.py").write_text(PLUGIN, encoding="utf-8")
+    info = site / "sidebar_probe-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sidebar-probe\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[noteloom]\nsidebar_probe = sidebar_probe\n", encoding="utf-8")
+    return site
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +102,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     try:
         ws = app.workspace
         ws.create_note("Welcome", "hello")
+        ws.create_notebook("Travel")
         notes = {"old": ws.create_note("Old packing list", "- socks").id}
         app.registry.set_enabled(ws, "delete_note", True)
         token = access_token(app)
@@ -67,7 +114,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         path.write_text(json.dumps({"steps": steps, "loop": True}), encoding="utf-8")
         tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
     (home / "noteloom.toml").write_text('[providers]\ndefault = "reply"\n\n' + "\n".join(tables), encoding="utf-8")
-    with served(home) as url:
+    with served(home, pythonpath=install_plugin(home)) as url:
         yield Live(url, token, home, notes)
 
 
@@ -303,7 +350,7 @@ def test_keyboard_only_ask_and_a_reload_continues_the_conversation(desk: Any, li
     expect(desk.locator("#note-pane .cm-content")).to_be_focused()
     desk.keyboard.press("Control+Shift+Period")
     desk.reload()
-    expect(desk.locator(".ai-msg.user")).to_have_text(["YouWhat does it say?"])
+    expect(desk.locator(".ai-msg.user .ai-bubble")).to_have_text(["What does it say?"])
     expect(desk.locator(".ai-msg.assistant .ai-bubble strong")).to_have_text("leave on Friday")
     desk.locator("#ai-input").focus()
     desk.keyboard.type("And again?")
@@ -411,3 +458,157 @@ def test_keyboard_accepts_an_edit_from_the_sidebar_and_undoes_it_in_the_editor(d
     expect(desk.locator(STATUS)).to_have_text("Saved")
     assert editor_doc(desk) == BODY
     assert body_of(live, note_id) == BODY
+
+
+def focus_is_inside(pg: Any, selector: str) -> bool:
+    return bool(pg.evaluate("s => document.querySelector(s).contains(document.activeElement)", selector))
+
+
+def test_on_a_phone_the_drawer_keeps_the_focus_until_escape(phone: Any, live: Live) -> None:
+    button = phone.locator("#toggle-ai")
+    button.focus()
+    phone.keyboard.press("Enter")
+    expect(phone.locator("#ai-sidebar")).to_be_in_viewport()
+    expect(phone.locator("#ai-input")).to_be_focused()
+    # Tab runs through the drawer and wraps round to its first control, never behind it.
+    for _ in range(12):
+        phone.keyboard.press("Tab")
+        assert focus_is_inside(phone, "#ai-sidebar"), phone.evaluate("document.activeElement.outerHTML.slice(0, 80)")
+    phone.locator("#ai-send").focus()
+    phone.keyboard.press("Tab")
+    expect(phone.locator("#ai-new")).to_be_focused()
+    phone.keyboard.press("Shift+Tab")
+    expect(phone.locator("#ai-send")).to_be_focused()
+    for _ in range(12):
+        phone.keyboard.press("Shift+Tab")
+        assert focus_is_inside(phone, "#ai-sidebar")
+    # Escape closes it and gives the focus back to the button that opened it; Tab is free again.
+    phone.keyboard.press("Escape")
+    expect(phone.locator("#ai-sidebar")).not_to_be_in_viewport()
+    expect(button).to_be_focused()
+    expect(button).to_have_attribute("aria-expanded", "false")
+    phone.keyboard.press("Tab")
+    assert not focus_is_inside(phone, "#ai-sidebar")
+    # Opened with a click, it traps and returns the same way.
+    button.click()
+    expect(phone.locator("#ai-input")).to_be_focused()
+    phone.keyboard.press("Shift+Tab")
+    phone.keyboard.press("Shift+Tab")
+    assert focus_is_inside(phone, "#ai-sidebar")
+    phone.keyboard.press("Escape")
+    expect(button).to_be_focused()
+
+
+def answered(pg: Any) -> None:
+    """The turn has ended and its answer is drawn settled, with its actions."""
+    expect(pg.locator("#ai-send")).to_be_visible()
+    expect(pg.locator(".ai-msg.assistant").last.locator(".ai-msg-actions")).to_be_visible()
+
+
+def grant_clipboard(pg: Any, live: Live) -> None:
+    pg.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
+
+
+def test_copy_copies_the_markdown_and_regenerate_keeps_the_old_answer_behind_a_switcher(either: Any, live: Live) -> None:
+    pg = either
+    grant_clipboard(pg, live)
+    show_sidebar(pg)
+    ask(pg, "What does it say?")
+    answered(pg)
+    answer = pg.locator(".ai-msg.assistant")
+    bubble = answer.locator(".ai-bubble")
+    expect(bubble.locator("strong")).to_have_text("leave on Friday")
+    # Copy puts the Markdown on the clipboard (not the drawn text), and says so politely.
+    answer.get_by_role("button", name="Copy").click()
+    expect(answer.get_by_role("button", name="Copied")).to_be_visible()
+    expect(pg.locator("#ai-status")).to_have_text("Copied to the clipboard.")
+    assert pg.evaluate("navigator.clipboard.readText()").strip() == ANSWER
+    # Another model answers again: a second branch beside the first, the question once.
+    pg.locator("#ai-model").select_option("count:script")
+    expect(pg.locator("#ai-status")).to_have_text("Model: count:script.")
+    answer.get_by_role("button", name="Regenerate").click()
+    expect(answer.locator(".ai-branch-count")).to_have_text("2/2")
+    answered(pg)
+    expect(bubble).to_have_text(re.compile(r"^\s*Answer (one|two|three)\.\s*$"))
+    second = bubble.inner_text().strip()
+    expect(pg.locator(".ai-msg.user")).to_have_count(1)
+    expect(answer).to_have_count(1)
+    answer.get_by_role("button", name="Previous version of this answer").click()
+    expect(answer.locator(".ai-branch-count")).to_have_text("1/2")
+    expect(bubble).to_have_text(ANSWER.replace("**", ""))
+    expect(answer.get_by_role("button", name="Next version of this answer")).to_be_focused()
+    answer.get_by_role("button", name="Next version of this answer").click()
+    expect(answer.locator(".ai-branch-count")).to_have_text("2/2")
+    expect(bubble).to_have_text(second)
+    # The chosen branch is the conversation's: a reload shows it, and the chat page too.
+    pg.reload()
+    show_sidebar(pg)
+    expect(pg.locator(".ai-msg.assistant .ai-branch-count")).to_have_text("2/2")
+    expect(pg.locator(".ai-msg.assistant .ai-bubble")).to_have_text(second)
+    conv = pg.evaluate("sessionStorage.getItem('noteloom.ai.conversation')")
+    shown = [m for m in live.api("GET", f"/api/v1/chat/conversations/{conv}")["messages"] if m["role"] == "assistant"]
+    assert [m["content"].strip() for m in shown] == [second]
+
+
+def test_edit_and_resend_branches_the_question(either: Any, live: Live) -> None:
+    pg = either
+    show_sidebar(pg)
+    ask(pg, "Pack what?")
+    answered(pg)
+    question = pg.locator(".ai-msg.user")
+    # Escape leaves the edit (and, on a phone, not the drawer).
+    question.get_by_role("button", name="Edit").click()
+    box = pg.get_by_role("textbox", name="Edit your question")
+    expect(box).to_be_focused()
+    expect(box).to_have_value("Pack what?")
+    box.press("Escape")
+    expect(box).to_have_count(0)
+    expect(question.get_by_role("button", name="Edit")).to_be_focused()
+    expect(pg.locator("#ai-sidebar")).to_be_in_viewport()
+    question.get_by_role("button", name="Edit").click()
+    box.fill("Pack what for the lake?")
+    box.press("Enter")
+    expect(question.locator(".ai-bubble")).to_have_text("Pack what for the lake?")
+    expect(question.locator(".ai-branch-count")).to_have_text("2/2")
+    answered(pg)
+    expect(pg.locator(".ai-msg.assistant")).to_have_count(1)
+    question.get_by_role("button", name="Previous version of this question").click()
+    expect(question.locator(".ai-bubble")).to_have_text("Pack what?")
+    expect(question.locator(".ai-branch-count")).to_have_text("1/2")
+    expect(pg.locator(".ai-msg.assistant")).to_have_count(1)
+    conv = pg.evaluate("sessionStorage.getItem('noteloom.ai.conversation')")
+    asked = [m["content"] for m in live.api("GET", f"/api/v1/chat/conversations/{conv}")["messages"] if m["role"] == "user"]
+    assert asked == ["Pack what?"]
+
+
+def test_tool_calls_open_onto_their_results_and_a_plugin_result_is_drawn(either: Any, live: Live) -> None:
+    pg = either
+    show_sidebar(pg)
+    ask(pg, "Weather for Oslo?", model="tools:script")
+    answered(pg)
+    answer = pg.locator(".ai-msg.assistant").last
+    expect(answer.locator(".ai-bubble strong")).to_have_text("rain")
+    tools = answer.locator("details.tools")
+    expect(tools.locator("summary").first).to_have_text("2 tool calls")
+    # A tool with a renderer: its result drawn from the render spec, not dumped as JSON.
+    weather = tools.locator('.tool[data-tool="weather_probe"]')
+    expect(weather).to_have_class(re.compile(r"\bdone\b"))
+    drawn = weather.locator(".tool-render.render-key_values")
+    expect(drawn.locator("dt")).to_have_text(["Place", "Sky", "High"])
+    expect(drawn.locator("dd")).to_have_text(["Oslo", "rain", "9"])
+    expect(weather.locator(".tool-result")).to_have_count(0)
+    # A tool without one: its result folded, opened with a click (or the keyboard).
+    plain = tools.locator('.tool[data-tool="list_notebooks"]')
+    details = plain.locator("details.tool-result")
+    pre = details.locator("pre.tool-json")
+    expect(pre).to_be_hidden()
+    details.locator("summary").click()
+    expect(pre).to_be_visible()
+    expect(pre).to_contain_text('"title": "Travel"')
+    details.locator("summary").press("Enter")
+    expect(pre).to_be_hidden()
+    # The same lines after a reload, drawn from the conversation.
+    pg.reload()
+    show_sidebar(pg)
+    expect(pg.locator('.ai-msg.assistant .tool[data-tool="weather_probe"] .render-key_values dd')).to_have_text(["Oslo", "rain", "9"])
+    expect(pg.locator('.ai-msg.assistant .tool[data-tool="list_notebooks"] details.tool-result')).to_have_count(1)

@@ -407,11 +407,11 @@
 
   function messageActions(m) {
     const bar = h("div", { class: "msg-actions", role: "group", "aria-label": `${m.role === "user" ? "Question" : "Answer"} actions` });
-    if (m.branch) bar.append(branchSwitch(m));
+    if (m.branch) bar.append(NL.branchSwitch(m, (id) => showBranch(id), ""));
     const source = m.content || "";
     if (source) {
       const copy = h("button", { type: "button", class: "copy", text: "Copy", title: "Copy the Markdown source" });
-      copy.addEventListener("click", () => copyText(copy, source));
+      copy.addEventListener("click", () => NL.copyText(copy, source, announce));
       bar.append(copy);
     }
     if (m.role === "assistant" && m.status !== "failed") {
@@ -428,30 +428,6 @@
         onclick: (e) => confirmDeleteTurn(e.currentTarget, m) }));
     }
     return bar;
-  }
-
-  function branchSwitch(m) {
-    const b = m.branch;
-    const what = m.role === "user" ? "question" : "answer";
-    const to = (i) => () => showBranch(b.ids[i - 1]);
-    return h("span", { class: "branches", role: "group", "aria-label": `Version ${b.index} of ${b.count} of this ${what}` },
-      h("button", { type: "button", class: "branch-prev", text: "‹", "aria-label": `Previous version of this ${what}`,
-        disabled: b.index <= 1, onclick: to(b.index - 1) }),
-      h("span", { class: "branch-count", text: `${b.index}/${b.count}` }),
-      h("button", { type: "button", class: "branch-next", text: "›", "aria-label": `Next version of this ${what}`,
-        disabled: b.index >= b.count, onclick: to(b.index + 1) }));
-  }
-
-  async function copyText(button, text) {
-    try {
-      await navigator.clipboard.writeText(text);
-      button.textContent = "Copied";
-      announce("Copied to the clipboard.");
-    } catch (err) {
-      button.textContent = "Copy failed";
-      announce(`Could not copy: ${err.message}`);
-    }
-    setTimeout(() => { button.textContent = "Copy"; }, 4000);
   }
 
   // After a regenerate, an edit or a switch, the conversation is drawn afresh from the server:
@@ -597,120 +573,7 @@
     return h("details", { class: "thinking" }, h("summary", { text: "Thinking" }), h("div", { class: "thinking-text", text }));
   }
 
-  // The tool calls of a turn, each with its result under it: drawn from the tool's render
-  // spec when it has one, else as collapsed, pretty-printed JSON. Open, since a rendered
-  // result is part of the answer; each call's raw result stays folded.
-  function toolList(calls) {
-    const list = h("ul", { class: "tool-list" });
-    for (const c of calls) list.append(toolLine(c));
-    return h("details", { class: "tools", open: true }, h("summary", { text: `${calls.length} tool call${calls.length > 1 ? "s" : ""}` }), list);
-  }
-
-  const callArgs = new WeakMap();  // a call's line → its arguments, kept when its result comes
-  const UNTRUSTED_FENCE = /^<<UNTRUSTED_([0-9a-f]+)>>\n([\s\S]*)\n<<\/UNTRUSTED_\1>>$/;
-
-  function toolLine(c) {
-    const args = JSON.stringify(c.arguments || {});
-    const mark = { done: "✓", error: "✗", pending: "…" }[c.status] || "…";
-    const li = h("li", { class: `tool ${c.status}`, "data-call": c.id, "data-tool": c.name },
-      h("div", { class: "tool-call", text: `${mark} ${c.name} ${args.length > 120 ? args.slice(0, 119) + "…" : args}` }));
-    if (c.status === "done" && c.render) {
-      const drawn = renderSpec(c.render);
-      if (drawn) li.append(drawn);
-    }
-    if (typeof c.result === "string" && !li.querySelector(".tool-render")) {
-      li.append(resultBox(c.result, c.status === "error", c.untrusted));
-    }
-    callArgs.set(li, c.arguments || {});
-    return li;
-  }
-
-  // A result as the model read it: JSON pretty-printed when it parses, else the text.
-  function resultBox(text, isError, untrusted) {
-    let shown = text;
-    try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch { /* plain text (an error, a capped result) */ }
-    const label = isError ? "Error" : untrusted ? "Result (text from outside your notes)" : "Result";
-    return h("details", { class: "tool-result" }, h("summary", { text: label }), h("pre", { class: "tool-json", text: shown }));
-  }
-
-  // -- render specs (noteloom.renderspec) ---------------------------------------------------
-  // Data, not code: every piece of text goes in with textContent, Markdown only as the server
-  // sanitised it, and an image only from a plugin's static files or an attachment of the
-  // workspace (fetched with the page's credential and shown as a blob: URL). Anything else
-  // draws nothing, and the caller shows the JSON instead.
-  const ASSET_SRC = /^\/plugins\/[A-Za-z0-9][A-Za-z0-9_-]{0,63}\/static\/(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*\/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*$/;
-  const ATTACHMENT_SRC = /^\/attachments\/([0-9a-f]{32})$/;
-
-  function renderSpec(spec) {
-    const box = h("div", { class: `tool-render render-${spec.type}` });
-    switch (spec.type) {
-      case "markdown":
-        if (typeof spec.html !== "string") return null;
-        NL.setHtml(box, spec.html);  // sanitised by the server
-        break;
-      case "list": {
-        const ul = h("ul", { class: "render-items" });
-        for (const item of spec.items || []) {
-          const li = h("li", { class: "render-item" });
-          if (item.thumbnail) li.append(image(item.thumbnail, "render-thumb"));
-          const words = h("div", { class: "render-words" }, h("div", { class: "render-title", text: String(item.title) }));
-          if (item.subtitle != null) words.append(h("div", { class: "render-subtitle", text: String(item.subtitle) }));
-          li.append(words);
-          ul.append(li);
-        }
-        box.append(ul);
-        break;
-      }
-      case "table": {
-        const head = h("tr");
-        for (const c of spec.columns || []) head.append(h("th", { scope: "col", text: String(c) }));
-        const body = h("tbody");
-        for (const row of spec.rows || []) {
-          const tr = h("tr");
-          for (const v of row) tr.append(cellOf("td", v));
-          body.append(tr);
-        }
-        box.append(h("table", {}, h("thead", {}, head), body));
-        break;
-      }
-      case "key_values": {
-        const dl = h("dl");
-        for (const [k, v] of spec.pairs || []) dl.append(h("dt", { text: String(k) }), cellOf("dd", v));
-        box.append(dl);
-        break;
-      }
-      case "gallery":
-        for (const img of spec.images || []) box.append(image(img, "render-picture"));
-        break;
-      case "image":
-        box.append(image(spec, "render-picture"));
-        break;
-      default:
-        return null;
-    }
-    return box;
-  }
-
-  function cellOf(tag, v) {
-    const node = h(tag);
-    node.textContent = v === null || v === undefined ? "" : typeof v === "boolean" ? (v ? "yes" : "no") : String(v);
-    return node;
-  }
-
-  function image(spec, cls) {
-    const src = typeof spec.src === "string" ? spec.src : "";
-    const img = h("img", { class: cls, alt: String(spec.alt || "") });
-    const att = ATTACHMENT_SRC.exec(src);
-    if (att) {
-      img.dataset.attachment = att[1];
-      NL.attachmentUrl(att[1]).then((url) => { img.src = url; }, () => { img.alt = `${img.alt || "image"} (unavailable)`; });
-    } else if (ASSET_SRC.test(src)) {
-      img.src = src;  // a plugin's static file: same origin, no credential, no user data
-    } else {
-      img.alt = `${img.alt || "image"} (not shown)`;
-    }
-    return img;
-  }
+  const toolList = (calls) => NoteloomTools.list(calls);  // tool_calls.js, shared with the sidebar
 
   function diffView(edit) {
     const box = h("div", { class: "diff", "aria-label": "Proposed change" });
@@ -1173,25 +1036,9 @@
       run.activity = data.label;
       showActivity(run);
     } else if (kind === "tool_call") {
-      if (li.querySelector(`.tool[data-call="${CSS.escape(data.call_id)}"]`)) return;  // drawn from the view
-      let tools = li.querySelector(".tools ul");
-      if (!tools) {
-        const d = toolList([]);
-        li.querySelector(".who").after(d);
-        tools = d.querySelector("ul");
-      }
-      tools.append(toolLine({ id: data.call_id, name: data.name, arguments: data.arguments, status: "pending" }));
-      li.querySelector(".tools summary").textContent = `${tools.children.length} tool call${tools.children.length > 1 ? "s" : ""}`;
+      NoteloomTools.addCall(li, data, (d) => li.querySelector(".who").after(d));
     } else if (kind === "tool_result") {
-      const line = li.querySelector(`.tool[data-call="${CSS.escape(data.call_id)}"]`);
-      if (line && line.classList.contains("pending")) {  // not one the view drew settled, with its render
-        // The live event has the result as the model read it: its untrusted fence comes off here
-        // as the API's view takes it off (the settled view replaces this line anyway).
-        const fenced = UNTRUSTED_FENCE.exec(data.content || "");
-        line.replaceWith(toolLine({ id: data.call_id, name: data.name, arguments: callArgs.get(line) || {},
-          status: data.is_error ? "error" : "done", result: fenced ? fenced[2] : data.content,
-          untrusted: Boolean(fenced), render: data.render || null }));
-      }
+      NoteloomTools.settleCall(li, data);
     } else if (kind === "edit") {
       li.append(editCard(data));
       scrollDown();

@@ -221,7 +221,94 @@
     return description;
   }
 
-  window.NL = { api, authFetch, session, when, setHtml, attachmentUrl, start, h, actionName, actionDescription, ApiError, HEADER };
+
+  // Keep the keyboard inside `container` (an open drawer) until the returned release() is
+  // called: Tab and Shift+Tab cycle through its visible focusable elements, and Escape calls
+  // `onEscape(event)` (the caller closes the drawer and puts the focus back where it was).
+  // Traps stack: only the newest one answers; an open <dialog> is left to the browser, and a
+  // key an element inside has handled already (preventDefault: Escape in an edit box) too.
+  const traps = [];
+  const FOCUSABLE = "a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), select:not([disabled]), " +
+    "textarea:not([disabled]), summary, [contenteditable=''], [contenteditable=true], [tabindex]:not([tabindex='-1'])";
+
+  function focusables(container) {
+    return [...container.querySelectorAll(FOCUSABLE)].filter((el) =>
+      el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden" && !el.closest("[inert], [hidden]") &&
+      (!el.closest("details:not([open])") || el.matches("details > summary")));
+  }
+
+  function onTrapKey(e) {
+    const trap = traps[traps.length - 1];
+    if (!trap || e.defaultPrevented || document.querySelector("dialog[open]")) return;
+    if (e.key === "Escape") {
+      if (!trap.onEscape) return;
+      e.preventDefault();
+      trap.onEscape(e);
+      return;
+    }
+    if (e.key !== "Tab" || e.altKey || e.ctrlKey || e.metaKey) return;
+    const items = focusables(trap.container);
+    const here = document.activeElement;
+    let next;
+    if (!items.length) {
+      next = trap.container;
+    } else if (!trap.container.contains(here) || here === trap.container) {
+      next = e.shiftKey ? items[items.length - 1] : items[0];
+    } else {
+      // The neighbour in document order (the focus may sit on an element not in the list,
+      // such as a card focused by script), wrapping round at either end.
+      const after = (el) => here.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING;
+      const i = items.indexOf(here);
+      if (e.shiftKey) next = (i >= 0 ? items[i - 1] : items.filter((el) => !after(el)).pop()) || items[items.length - 1];
+      else next = (i >= 0 ? items[i + 1] : items.find((el) => after(el))) || items[0];
+    }
+    e.preventDefault();
+    if (next === trap.container && !next.hasAttribute("tabindex")) next.setAttribute("tabindex", "-1");
+    next.focus();
+  }
+
+  function trapFocus(container, { onEscape } = {}) {
+    const trap = { container, onEscape };
+    if (!traps.length) document.addEventListener("keydown", onTrapKey);
+    traps.push(trap);
+    return function release() {
+      const i = traps.indexOf(trap);
+      if (i >= 0) traps.splice(i, 1);
+      if (!traps.length) document.removeEventListener("keydown", onTrapKey);
+    };
+  }
+
+  // A message's ‹ n/m › switcher between its versions (regenerated answers, edited
+  // questions): `show(id)` shows another; `cls` prefixes the classes ("" on the chat page,
+  // "ai-" in the sidebar).
+  function branchSwitch(m, show, cls = "") {
+    const b = m.branch;
+    const what = m.role === "user" ? "question" : "answer";
+    const to = (i) => () => show(b.ids[i - 1]);
+    return h("span", { class: `${cls}branches`, role: "group", "aria-label": `Version ${b.index} of ${b.count} of this ${what}` },
+      h("button", { type: "button", class: `${cls}branch-prev`, text: "‹", "aria-label": `Previous version of this ${what}`,
+        disabled: b.index <= 1, onclick: to(b.index - 1) }),
+      h("span", { class: `${cls}branch-count`, text: `${b.index}/${b.count}` }),
+      h("button", { type: "button", class: `${cls}branch-next`, text: "›", "aria-label": `Next version of this ${what}`,
+        disabled: b.index >= b.count, onclick: to(b.index + 1) }));
+  }
+
+  // Copy `text` to the clipboard from a Copy button, saying how it went on the button and to
+  // screen readers (`say`: the page's polite status line).
+  async function copyText(button, text, say) {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = "Copied";
+      say("Copied to the clipboard.");
+    } catch (err) {
+      button.textContent = "Copy failed";
+      say(`Could not copy: ${err.message}`);
+    }
+    setTimeout(() => { button.textContent = "Copy"; }, 4000);
+  }
+
+  window.NL = { api, authFetch, session, when, setHtml, attachmentUrl, start, h, actionName, actionDescription, trapFocus,
+                branchSwitch, copyText, ApiError, HEADER };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
   else boot();
 })();

@@ -13,6 +13,14 @@
 //   Edits for another note are decided here, through the server.
 // - One conversation per tab (sessionStorage), so a reload continues it and its running
 //   answer; "New chat" starts another; "Open in Chat" shows it on the chat page.
+// - Each message has the chat page's actions, on the same API: Copy (its Markdown), Regenerate
+//   an answer, Edit a question and send it again; both make a branch, and the ‹ n/m › switcher
+//   shows another (POST /messages/ID/show), so an old answer stays reachable. After any of
+//   them the conversation is drawn afresh from the server, as the chat page does.
+// - A turn's tool calls are drawn by tool_calls.js (NoteloomTools, shared with the chat page):
+//   expandable, each with its result, from the tool's render spec when it has one.
+// - On a phone it is a drawer that keeps the keyboard while open (NL.trapFocus); Escape
+//   closes it and the focus goes back to where it was.
 // - Shown or hidden with the header button or Ctrl+Shift+. ; remembered in localStorage.
 //
 // Hooks in app.js: it calls NoteloomSidebar.start() once signed in; it offers
@@ -37,6 +45,7 @@
     contexts: new Map(), // assistant message id -> the selection sent with it, in editor positions
     handle: null,        // the editor handle the context line describes
     returnFocus: null,
+    release: null,       // ends the phone drawer's focus trap (NL.trapFocus)
   };
 
   const codePoints = (text) => Array.from(text).length;
@@ -75,8 +84,14 @@
 
   const isOpen = () => (PHONE.matches ? $("ai-sidebar").classList.contains("open") : !$("ai-sidebar").hidden);
 
+  function untrap() {
+    if (state.release) state.release();
+    state.release = null;
+  }
+
   function layout() {
     const aside = $("ai-sidebar");
+    if (!PHONE.matches || !aside.classList.contains("open")) untrap();
     if (PHONE.matches) {
       aside.hidden = false;  // a drawer: off-screen until opened
       $("app").classList.remove("ai-open");
@@ -97,6 +112,8 @@
       $("ai-sidebar").classList.add("open");
       $("drawer-scrim").hidden = false;
       $("toggle-ai").setAttribute("aria-expanded", "true");
+      // A drawer over the note: the keyboard stays in it until it closes (Escape closes it).
+      if (!state.release) state.release = NL.trapFocus($("ai-sidebar"), { onEscape: () => close() });
     } else {
       localStorage.setItem(OPEN_KEY, "1");
       layout();
@@ -109,6 +126,7 @@
     const within = $("ai-sidebar").contains(document.activeElement);
     if (PHONE.matches) {
       $("ai-sidebar").classList.remove("open");
+      untrap();
       if (!document.querySelector(".drawer.open")) $("drawer-scrim").hidden = true;
       $("toggle-ai").setAttribute("aria-expanded", "false");
     } else {
@@ -133,7 +151,7 @@
       else open();
       return;
     }
-    if (e.key === "Escape" && PHONE.matches && isOpen()) { e.preventDefault(); close(); }
+    if (e.key === "Escape" && !e.defaultPrevented && PHONE.matches && isOpen()) { e.preventDefault(); close(); }
   }
 
   // -- the note beside it -----------------------------------------------------------------
@@ -227,15 +245,21 @@
       else if (err.status !== 401) say(`The conversation could not be loaded: ${err.message}`);
       return;
     }
-    setConversation(conv.id);
     if (conv.controls && conv.controls.model && [...$("ai-model").options].some((o) => o.value === conv.controls.model)) {
       $("ai-model").value = conv.controls.model;
     }
+    drawConversation(conv);
+  }
+
+  // The conversation as the server has it (the branch it shows), following its running answer.
+  function drawConversation(conv) {
+    stopFollowing();
+    setConversation(conv.id);
     const list = $("ai-transcript");
     list.replaceChildren();
     let asked = null;  // the note context went with the question; its answer's edits are placed by it
     for (const m of conv.messages) {
-      if (m.role === "user") { list.append(userItem(m.content || "")); asked = m.note_context; }
+      if (m.role === "user") { list.append(userItem(m)); asked = m.note_context; }
       else if (m.role === "assistant") drawAnswer(m.note_context ? m : { ...m, note_context: asked });
     }
     const last = conv.messages[conv.messages.length - 1];
@@ -243,14 +267,16 @@
     scrollDown();
   }
 
-  function userItem(text) {
-    return h("li", { class: "ai-msg user" }, h("div", { class: "ai-who", text: "You" }), h("div", { class: "ai-bubble", text }));
+  // A question: `m` as the API has it (id, content, branch).
+  function userItem(m) {
+    return h("li", { class: "ai-msg user", id: m.id ? `ai-msg-${m.id}` : null, "data-id": m.id },
+      h("div", { class: "ai-who", text: "You" }), h("div", { class: "ai-bubble", text: m.content || "" }), m.id ? messageActions(m) : null);
   }
 
   function answerItem(id) {
     let li = $(`ai-msg-${id}`);
     if (!li) {
-      li = h("li", { class: "ai-msg assistant", id: `ai-msg-${id}` }, h("div", { class: "ai-who", text: "Assistant" }),
+      li = h("li", { class: "ai-msg assistant", id: `ai-msg-${id}`, "data-id": id }, h("div", { class: "ai-who", text: "Assistant" }),
         h("div", { class: "ai-bubble" }), h("div", { class: "ai-cards" }));
       $("ai-transcript").append(li);
     }
@@ -269,6 +295,7 @@
     } else {
       bubble.replaceChildren();
     }
+    drawTools(li, m.tool_calls || []);
     const sel = m.note_context && m.note_context.selection;
     if (sel && !state.contexts.has(m.id)) state.contexts.set(m.id, { codePoints: sel });
     for (const e of m.edits || []) addEdit(e);
@@ -280,7 +307,121 @@
         h("strong", { text: "This answer failed: " }), m.error.message || m.error.code || "unknown error"));
     }
     if (m.status === "cancelled") cards.append(h("p", { class: "ai-error ai-muted", text: "Stopped." }));
+    li.querySelector(".ai-msg-actions")?.remove();
+    if (m.status !== "running" && m.status !== "awaiting_confirmation") li.append(messageActions(m));
     return li;
+  }
+
+  // The answer's tool calls as the API has them, drawn afresh; a result the user opened stays open.
+  function drawTools(li, calls) {
+    const old = li.querySelector(".tools");
+    const opened = new Set(old ? [...old.querySelectorAll(".tool")].filter((t) => t.querySelector(".tool-result[open]")).map((t) => t.dataset.call) : []);
+    const folded = old && !old.open;
+    if (!calls.length) { if (old) old.remove(); return; }
+    const fresh = NoteloomTools.list(calls);
+    if (folded) fresh.open = false;
+    for (const t of fresh.querySelectorAll(".tool")) if (opened.has(t.dataset.call)) t.querySelector(".tool-result")?.setAttribute("open", "");
+    if (old) old.replaceWith(fresh); else li.querySelector(".ai-who").after(fresh);
+  }
+
+  // -- message actions: copy, regenerate, edit and send again, branches ---------------------
+
+  function messageActions(m) {
+    const what = m.role === "user" ? "Question" : "Answer";
+    const bar = h("div", { class: "ai-actions ai-msg-actions", role: "group", "aria-label": `${what} actions` });
+    if (m.branch) bar.append(NL.branchSwitch(m, (id) => showBranch(id, m.role), "ai-"));
+    if (m.content) {
+      const copy = h("button", { type: "button", class: "ai-copy", text: "Copy", title: "Copy the Markdown source" });
+      copy.addEventListener("click", () => NL.copyText(copy, m.content, say));
+      bar.append(copy);
+    }
+    if (m.role === "assistant") {
+      const failed = m.status === "failed";
+      bar.append(h("button", { type: "button", class: "ai-regenerate", text: failed ? "Retry" : "Regenerate",
+        title: failed ? "Run this turn again" : "Ask again: a new answer beside this one", onclick: () => regenerate(m.id) }));
+    }
+    if (m.role === "user" && m.content) {
+      bar.append(h("button", { type: "button", class: "ai-edit-resend", text: "Edit",
+        title: "Change the question and send it again (the old one stays reachable)", onclick: () => editQuestion(m) }));
+    }
+    return bar;
+  }
+
+  const busy = () => {
+    if (!state.run && !state.sending) return false;
+    say("Wait for the running answer, or stop it, first.");
+    return true;
+  };
+
+  // After a regenerate or an edit the conversation is drawn afresh: its path is what the
+  // server sends the model next, and the new answer is followed from there.
+  async function afterBranch(res) {
+    if (res.privacy_warning) say(res.privacy_warning);
+    drawConversation(await NL.api("GET", `/api/v1/chat/conversations/${encodeURIComponent(res.conversation_id)}`));
+  }
+
+  async function regenerate(messageId) {
+    if (busy()) return;
+    state.sending = true;
+    try {
+      await afterBranch(await NL.api("POST", `/api/v1/chat/messages/${messageId}/regenerate`));
+    } catch (err) {
+      if (err.status !== 401) say(`Not regenerated: ${err.message}`);
+    } finally {
+      state.sending = false;
+    }
+  }
+
+  async function showBranch(messageId, role) {
+    if (busy()) return;
+    try {
+      drawConversation(await NL.api("POST", `/api/v1/chat/messages/${messageId}/show`));
+      const li = $(`ai-msg-${messageId}`);
+      const count = li && li.querySelector(".ai-branch-count");
+      if (count) say(`Showing version ${count.textContent} of this ${role === "user" ? "question" : "answer"}.`);
+      const button = li && li.querySelector(".ai-branches button:not([disabled])");
+      if (button) button.focus();
+    } catch (err) {
+      if (err.status !== 401) say(`Not shown: ${err.message}`);
+    }
+  }
+
+  // The question becomes a box; Enter sends the new text as a branch beside the old one.
+  function editQuestion(m) {
+    if (busy()) return;
+    const li = $(`ai-msg-${m.id}`);
+    const box = h("textarea", { class: "ai-edit-box", rows: "3", maxlength: "100000", "aria-label": "Edit your question" });
+    box.value = m.content || "";
+    const status = h("span", { class: "ai-muted", role: "status" });
+    const cancel = () => {
+      const fresh = userItem(m);
+      li.replaceWith(fresh);
+      fresh.querySelector(".ai-edit-resend")?.focus();
+    };
+    const send = async () => {
+      const text = box.value.trim();
+      if (!text) { status.textContent = "The question must not be empty."; return; }
+      if (busy()) return;
+      state.sending = true;
+      try {
+        await afterBranch(await NL.api("POST", `/api/v1/chat/messages/${m.id}/edit`, { message: text }));
+        say("Sent the edited question.");
+      } catch (err) {
+        if (err.status !== 401) status.textContent = `Not sent: ${err.message}`;
+      } finally {
+        state.sending = false;
+      }
+    };
+    box.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
+      if (e.key === "Escape") { e.preventDefault(); cancel(); }
+    });
+    li.querySelector(".ai-bubble").replaceWith(h("div", { class: "ai-edit-form" }, box,
+      h("div", { class: "ai-actions" },
+        h("button", { type: "button", class: "primary", text: "Send", onclick: send }),
+        h("button", { type: "button", text: "Cancel", onclick: cancel }), status)));
+    li.querySelector(".ai-msg-actions")?.remove();
+    box.focus();
   }
 
   function scrollDown() {
@@ -320,7 +461,7 @@
       }
       input.value = "";
       setConversation(res.conversation_id);
-      $("ai-transcript").append(userItem(text));
+      $("ai-transcript").append(userItem({ id: res.user_message_id, role: "user", content: text }));
       if (ctx && ctx.to > ctx.from) state.contexts.set(res.message_id, { noteId: ctx.body.note_id, from: ctx.from, to: ctx.to });
       if (res.privacy_warning) say(res.privacy_warning);
       if (res.status === "running") {
@@ -377,6 +518,11 @@
       scrollDown();
     } else if (kind === "activity") {
       say(data.label || "Working…");
+    } else if (kind === "tool_call") {
+      const li = answerItem(run.id);
+      NoteloomTools.addCall(li, data, (d) => li.querySelector(".ai-who").after(d));
+    } else if (kind === "tool_result") {
+      NoteloomTools.settleCall(answerItem(run.id), data);
     } else if (kind === "edit") {
       addEdit(data, run.id);
       scrollDown();
@@ -496,6 +642,7 @@
     const known = state.edits.get(edit.id);
     if (known) {
       if (known.edit.status === "proposed" && edit.status !== "proposed") { known.edit = edit; drawCard(known); }
+      if (!known.card.isConnected) answerItem(known.messageId).querySelector(".ai-cards").append(known.card);  // drawn afresh
       return;
     }
     const item = { edit, messageId: messageId || edit.message_id, card: null, shown: null, note: "" };
