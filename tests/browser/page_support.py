@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +80,38 @@ def served(home: Path, *, pythonpath: Path | None = None) -> Iterator[str]:
 
 DESK = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
+SIZES = {"desktop": DESK, "phone": PHONE}
 ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
+
+
+def page_opener(browser: Any, shot: str) -> Iterator[Callable[..., Any]]:
+    """A fixture's ``open_page(size="desktop", **context options)``: pages in fresh contexts
+    of a size of :data:`SIZES`; a script error or a browser dialog fails the test, and each page
+    leaves ``tests/.artifacts/{shot}-{n}.png``."""
+    contexts: list[Any] = []
+    pages: list[Any] = []
+    problems: list[str] = []
+
+    def make(size: str = "desktop", **options: Any) -> Any:
+        context = browser.new_context(viewport=SIZES[size], **options)
+        contexts.append(context)
+        pg = context.new_page()
+        pg.set_default_timeout(30_000)
+        pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+        pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
+        pages.append(pg)
+        return pg
+
+    try:
+        yield make
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        for i, pg in enumerate(pages):
+            if not pg.is_closed():
+                pg.screenshot(path=str(ARTIFACTS / f"{shot}-{i}.png"))
+        for context in contexts:
+            context.close()
+    assert not problems, problems
 
 
 def signed_in_app(browser: Any, live: Live, shot: str, viewport: dict[str, int]) -> Iterator[Any]:

@@ -59,6 +59,13 @@ def phone(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[
     yield from signed_in_app(browser, live, f"note-editor-{request.node.name}", PHONE)
 
 
+@pytest.fixture(params=["desk", "phone"])
+def either(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The flows every user takes, at 1280x800 and at 390x844."""
+    size = DESK if request.param == "desk" else PHONE
+    yield from signed_in_app(browser, live, f"note-editor-{request.node.name}", size)
+
+
 def new_note(live: Live, title: str, body: str) -> dict[str, Any]:
     note: dict[str, Any] = live.api("POST", "/api/v1/notes", json={"title": title, "body": body})
     return note
@@ -81,26 +88,26 @@ def type_at_end(pg: Any, text: str) -> None:
     pg.keyboard.type(text)
 
 
-def test_typing_autosaves_with_a_polite_status_and_a_reload_shows_the_text(desk: Any, live: Live) -> None:
+def test_typing_autosaves_with_a_polite_status_and_a_reload_shows_the_text(either: Any, live: Live) -> None:
     note = new_note(live, "Autosave", "# Plan\n\nfirst line")
-    open_note(desk, note["id"])
-    status = desk.locator(STATUS)
+    open_note(either, note["id"])
+    status = either.locator(STATUS)
     expect(status).to_have_attribute("role", "status")
     expect(status).to_have_attribute("aria-live", "polite")
-    desk.evaluate(WATCH_STATUS)
-    type_at_end(desk, "\nsecond line")
+    either.evaluate(WATCH_STATUS)
+    type_at_end(either, "\nsecond line")
     expect(status).to_have_text("Saved")
-    seen = desk.evaluate("window.__statuses")
+    seen = either.evaluate("window.__statuses")
     assert seen[-3:] == ["Unsaved changes", "Saving…", "Saved"], seen
     assert all(a != b for a, b in pairwise(seen)), f"the status repeated itself: {seen}"
     assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "# Plan\n\nfirst line\nsecond line"
     # Ctrl+S saves at once, without waiting for the pause.
-    type_at_end(desk, " now")
-    desk.keyboard.press("Control+s")
+    type_at_end(either, " now")
+    either.keyboard.press("Control+s")
     expect(status).to_have_text("Saved")
-    desk.reload()
-    expect(desk.locator("#note-pane .cm-content")).to_contain_text("second line now")
-    assert doc(desk).endswith("second line now")
+    either.reload()
+    expect(either.locator("#note-pane .cm-content")).to_contain_text("second line now")
+    assert doc(either).endswith("second line now")
 
 
 def test_fenced_code_in_the_editor_is_highlighted_in_its_language(desk: Any, live: Live) -> None:
@@ -125,44 +132,44 @@ def test_leaving_the_note_right_after_typing_saves_the_text_first(phone: Any, li
     assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "start and more typed just before leaving"
 
 
-def test_a_note_changed_elsewhere_shows_both_versions_and_keep_mine_or_take_theirs(desk: Any, live: Live) -> None:
+def test_a_note_changed_elsewhere_shows_both_versions_and_keep_mine_or_take_theirs(either: Any, live: Live) -> None:
     note = new_note(live, "Shared", "base text")
-    open_note(desk, note["id"])
+    open_note(either, note["id"])
     live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "their text"})
-    type_at_end(desk, " plus mine")
-    conflict = desk.locator("#note-pane .ne-conflict")
+    type_at_end(either, " plus mine")
+    conflict = either.locator("#note-pane .ne-conflict")
     expect(conflict).to_be_visible()
-    expect(desk.locator(STATUS)).to_have_text("Conflict")
+    expect(either.locator(STATUS)).to_have_text("Conflict")
     expect(conflict.locator(".ne-mine .ne-version-body")).to_have_text("base text plus mine")
     expect(conflict.locator(".ne-theirs .ne-version-body")).to_have_text("their text")
     assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "their text", "overwritten silently"
     conflict.get_by_role("button", name="Keep mine").click()
     expect(conflict).to_be_hidden()
-    expect(desk.locator(STATUS)).to_have_text("Saved")
+    expect(either.locator(STATUS)).to_have_text("Saved")
     assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "base text plus mine"
 
     live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "their second text"})
-    type_at_end(desk, " again")
+    type_at_end(either, " again")
     expect(conflict).to_be_visible()
     expect(conflict.locator(".ne-theirs .ne-version-body")).to_have_text("their second text")
     conflict.get_by_role("button", name="Take theirs").click()
     expect(conflict).to_be_hidden()
-    expect(desk.locator(STATUS)).to_have_text("Saved")
-    assert doc(desk) == "their second text"
+    expect(either.locator(STATUS)).to_have_text("Saved")
+    assert doc(either) == "their second text"
     assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == "their second text"
 
 
-def test_preview_to_do_fields_and_tags(desk: Any, live: Live) -> None:
+def test_preview_to_do_fields_and_tags(either: Any, live: Live) -> None:
     note = new_note(live, "Chores", "# Chores\n\n- [ ] sweep\n- [ ] mop")
-    open_note(desk, note["id"])
-    pane = desk.locator("#note-pane")
+    open_note(either, note["id"])
+    pane = either.locator("#note-pane")
     pane.get_by_role("button", name="Preview").click()
     preview = pane.locator(".ne-preview")
     expect(preview.locator("h1")).to_have_text("Chores")
     expect(pane.locator(".ne-editor")).to_be_hidden()
     preview.get_by_role("checkbox", name="Done: sweep").check()
-    expect(desk.locator(STATUS)).to_have_text("Saved")
-    assert doc(desk) == "# Chores\n\n- [x] sweep\n- [ ] mop"
+    expect(either.locator(STATUS)).to_have_text("Saved")
+    assert doc(either) == "# Chores\n\n- [x] sweep\n- [ ] mop"
     pane.get_by_role("button", name="Preview").click()
     expect(pane.locator(".cm-content")).to_be_visible()
 
@@ -185,16 +192,16 @@ def test_preview_to_do_fields_and_tags(desk: Any, live: Live) -> None:
     assert got["is_todo"] is True and got["todo_completed"] is not None
     assert got["todo_due"] == 1_935_792_000_000  # 2031-05-06T00:00:00Z
     assert got["tags"] == ["weekly"]
-    desk.reload()
-    expect(desk.locator("#note-pane .ne-tag")).to_have_text(re.compile("weekly"))
-    expect(desk.locator("#note-pane").get_by_label("Done", exact=True)).to_be_checked()
+    either.reload()
+    expect(either.locator("#note-pane .ne-tag")).to_have_text(re.compile("weekly"))
+    expect(either.locator("#note-pane").get_by_label("Done", exact=True)).to_be_checked()
 
 
-def test_history_shows_a_diff_against_the_current_text_and_restores(desk: Any, live: Live) -> None:
+def test_history_shows_a_diff_against_the_current_text_and_restores(either: Any, live: Live) -> None:
     note = new_note(live, "Draft", "line one\nold middle\nline three")
     live.api("PATCH", f"/api/v1/notes/{note['id']}", json={"body": "line one\nnew middle\nline three"})
-    open_note(desk, note["id"])
-    pane = desk.locator("#note-pane")
+    open_note(either, note["id"])
+    pane = either.locator("#note-pane")
     pane.get_by_role("button", name="History").click()
     history = pane.locator(".ne-history")
     history.locator(".ne-revision").first.click()
@@ -545,20 +552,20 @@ def test_without_the_editor_the_read_only_note_is_enhanced_and_lists_its_backlin
     assert not errors, errors
 
 
-def test_a_task_inside_a_quote_is_ticked_from_the_preview(desk: Any, live: Live) -> None:
+def test_a_task_inside_a_quote_is_ticked_from_the_preview(either: Any, live: Live) -> None:
     note = new_note(live, "Quoted", "> - [ ] call the vet\n> > 1. [x] feed the cat\n\n- [ ] plain")
-    open_note(desk, note["id"])
-    pane = desk.locator("#note-pane")
+    open_note(either, note["id"])
+    pane = either.locator("#note-pane")
     pane.get_by_role("button", name="Preview").click()
     preview = pane.locator(".ne-preview")
     preview.get_by_role("checkbox", name="Done: call the vet").check()
-    expect(desk.locator(STATUS)).to_have_text("Saved")
-    assert doc(desk) == "> - [x] call the vet\n> > 1. [x] feed the cat\n\n- [ ] plain"
+    expect(either.locator(STATUS)).to_have_text("Saved")
+    assert doc(either) == "> - [x] call the vet\n> > 1. [x] feed the cat\n\n- [ ] plain"
     preview.get_by_role("checkbox", name="Done: feed the cat").uncheck()
     expect(preview.get_by_role("checkbox", name="Done: feed the cat")).not_to_be_checked()
-    expect(desk.locator(STATUS)).to_have_text("Saved")
-    assert doc(desk) == "> - [x] call the vet\n> > 1. [ ] feed the cat\n\n- [ ] plain"
-    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == doc(desk)
+    expect(either.locator(STATUS)).to_have_text("Saved")
+    assert doc(either) == "> - [x] call the vet\n> > 1. [ ] feed the cat\n\n- [ ] plain"
+    assert live.api("GET", f"/api/v1/notes/{note['id']}")["body"] == doc(either)
 
 
 # Counts the preview's renders (note_editor.js calls NoteloomRender.renderInto at each).

@@ -17,15 +17,12 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-from page_support import Live
+from page_support import SIZES, Live, page_opener
 from playwright.sync_api import expect
 from theme_support import contrast, themed_home
 
-from conftest import ARTIFACTS
-
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 DARK_BG, LIGHT_BG = "rgb(21, 24, 30)", "rgb(255, 255, 255)"
 TEXT = ["--fg", "--muted", "--accent", "--danger", "--ok", "--warn"]
 GROUNDS = ["--bg", "--surface", "--surface-2", "--code-bg"]
@@ -75,30 +72,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 def open_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """Pages in fresh contexts (``open_page(size, color_scheme=…, **context options)``); a
     script error or a dialog fails the test; each page leaves a screenshot."""
-    contexts: list[Any] = []
-    pages: list[Any] = []
-    problems: list[str] = []
-
-    def make(size: str = "desktop", **options: Any) -> Any:
-        context = browser.new_context(viewport=SIZES[size], **options)
-        contexts.append(context)
-        pg = context.new_page()
-        pg.set_default_timeout(30_000)
-        pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
-        pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
-        pages.append(pg)
-        return pg
-
-    try:
-        yield make
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        for i, pg in enumerate(pages):
-            if not pg.is_closed():
-                pg.screenshot(path=str(ARTIFACTS / f"theme-{request.node.name}-{i}.png"))
-        for context in contexts:
-            context.close()
-    assert not problems, problems
+    yield from page_opener(browser, f"theme-{request.node.name}")
 
 
 def background(page: Any) -> str:

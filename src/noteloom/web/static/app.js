@@ -94,6 +94,8 @@
     const route = parseRoute();
     const list = listOf(route) || (history.state && history.state.list) || state.list || { kind: "all", notebookId: null, q: "", mode: "" };
     document.body.dataset.view = route.kind === "note" ? "note" : "list";
+    // The page's one h1 is the view's title: the list's name, or the note's (its pane draws it).
+    $("list-title").setAttribute("aria-level", route.kind === "note" ? "2" : "1");
     closeDrawers();
     if (list.kind === "search") {
       $("search-input").value = list.q;
@@ -450,6 +452,8 @@
       onTitle(title) {
         if (!live()) return;
         document.title = `${title || "(untitled)"} · noteloom`;
+        const heading = $("note-heading");
+        if (heading) heading.textContent = title || "(untitled)";
         const link = $("notes").querySelector(`li[data-id="${CSS.escape(id)}"] a.note-link`);
         if (link) link.textContent = title || "(untitled)";
       },
@@ -501,7 +505,12 @@
         return;
       }
       if (gen !== state.noteGen) { if (handle) { await handle.flush(); handle.close(); } return; }
-      if (handle) pane.replaceChildren(...staging.childNodes);
+      if (handle) {
+        // The editor's title is a field: the page's h1 says it for screen readers.
+        const field = staging.querySelector(".ne-title");
+        const heading = field ? [h("h1", { id: "note-heading", class: "sr-only", text: field.value || "(untitled)" })] : [];
+        pane.replaceChildren(...heading, ...staging.childNodes);
+      }
       state.handle = handle;
       return;
     }
@@ -732,9 +741,14 @@
 
   function drawerButton(id) { return id === "tree-pane" ? $("toggle-tree") : $("toggle-list"); }
 
+  // A phone's open drawer keeps the keyboard: Tab cycles inside it, Escape closes it and puts
+  // the focus back on its button (NL.trapFocus, session.js).
+  let releaseTrap = null;
+
   function openDrawer(id) {
     closeDrawers();
     $(id).classList.add("open");
+    releaseTrap = NL.trapFocus($(id), { onEscape: () => closeDrawers({ focus: true }) });
     drawerButton(id).setAttribute("aria-expanded", "true");
     $("drawer-scrim").hidden = false;
     window.dispatchEvent(new CustomEvent("noteloom:drawer-open", { detail: { id } }));
@@ -744,6 +758,7 @@
 
   function closeDrawers({ focus = false } = {}) {
     let was = null;
+    if (releaseTrap) { releaseTrap(); releaseTrap = null; }
     for (const id of ["tree-pane", "list-pane"]) {
       if ($(id).classList.contains("open")) was = id;
       $(id).classList.remove("open");
@@ -873,7 +888,36 @@
   // For the AI sidebar (sidebar.js): a phone shows one drawer at a time.
   window.NoteloomApp = { closeDrawers };
 
+  // The address a browser was refused before signing in (the 401 page's Sign in is
+  // /?next=ADDRESS): a path of this server only, never a scheme, a host ("//evil", "/\\evil":
+  // a backslash reads as a slash) or a control character. null when there is none to go to.
+  function nextAddress() {
+    const next = new URLSearchParams(location.search).get("next");
+    if (!next || !next.startsWith("/") || next.startsWith("//") || next.includes("\\") || /[\u0000-\u001f\u007f]/.test(next)) return null;
+    const url = new URL(next, location.origin);
+    if (url.origin !== location.origin) return null;
+    const there = url.pathname + url.search + url.hash;
+    return there === location.pathname + location.search + location.hash ? null : there;
+  }
+
+  // Once signed in, on to that address: an attachment is fetched with the sign-in and shown
+  // (a navigation carries none); anything else is opened. Returns whether the page leaves.
+  function goNext() {
+    const next = nextAddress();
+    if (next === null) {
+      if (new URLSearchParams(location.search).has("next")) history.replaceState(history.state, "", location.pathname);
+      return false;
+    }
+    const file = /^\/attachments\/([0-9a-f]{32})$/.exec(next.split(/[?#]/)[0]);
+    if (!file) { location.replace(next); return true; }
+    NL.attachmentUrl(file[1]).then((url) => location.replace(url),
+      (err) => status(`The attachment could not be opened: ${err.message}`));
+    history.replaceState(history.state, "", location.pathname);
+    return false;
+  }
+
   NL.start(() => {
+    if (goNext()) return;
     wire();
     if (window.NoteloomSidebar) window.NoteloomSidebar.start();
     const route = parseRoute();

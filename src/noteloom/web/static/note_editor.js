@@ -253,6 +253,7 @@
             { title, body, base_updated_time: s.note.updated_time });
           accepted(saved, typed, body);
           setStatus(dirty() ? "dirty" : "saved");
+          loadBacklinks();
           if (dirty()) s.timer = setTimeout(() => save().catch(() => {}), SAVE_DELAY);
         } catch (err) {
           if (err.status === 409) { await startConflict(); return; }
@@ -415,15 +416,19 @@
     }
 
     // -- backlinks -----------------------------------------------------------------------
-    // The notes that link here ("Linked from"), read when the note opens; none: no list.
+    // The notes that link here ("Linked from"), read when the note opens, after each save of
+    // it and when the window gets the focus back (a note that links here may have been saved
+    // in another tab meanwhile); none: no list. Only the newest read is drawn.
+    let backlinksRead = 0;
     async function loadBacklinks() {
+      const read = ++backlinksRead;
       let links;
       try {
         links = await NL.api("GET", `/api/v1/notes/${encodeURIComponent(id)}/backlinks`);
       } catch {
         return;  // a trashed note has none to show; the note itself is what matters here
       }
-      if (s.closed || !Array.isArray(links)) return;
+      if (s.closed || read !== backlinksRead || !Array.isArray(links)) return;
       el.backlinks.hidden = !links.length;
       el.backlinks.replaceChildren(...(links.length ? [
         h("h2", { id: `ne-backlinks-title-${id}`, text: "Linked from" }),
@@ -604,6 +609,8 @@
     }
     window.addEventListener("beforeunload", beforeUnload);
     window.addEventListener("pagehide", keepDraft);
+    const backlinksOnFocus = () => { if (!s.closed) loadBacklinks(); };
+    window.addEventListener("focus", backlinksOnFocus);
 
     function close() {
       if (s.closed) return;
@@ -613,6 +620,7 @@
       s.closed = true;
       window.removeEventListener("beforeunload", beforeUnload);
       window.removeEventListener("pagehide", keepDraft);
+      window.removeEventListener("focus", backlinksOnFocus);
       editor.destroy();
       if (current === handle) { current = null; NoteEditor.current = null; }
     }
