@@ -5,6 +5,7 @@ cancel that hangs up on the server."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from collections.abc import Callable
@@ -104,6 +105,35 @@ async def test_a_full_answer_over_real_http(wire: Wire) -> None:
     assert text(events) == "Hello from loopback."
     assert isinstance(events[-1], StreamEnd)
     assert server.exchanges[0].method == "POST"
+
+
+@pytest.mark.parametrize("wire", [OPENAI, ANTHROPIC], ids=["openai", "anthropic"])
+def test_a_provider_dropped_after_its_loop_ended_schedules_nothing_on_the_next_loop(wire: Wire) -> None:
+    """A provider used on one event loop and dropped, unclosed, while another runs (a test
+    after another, a workspace opened again) leaves that loop alone: the SDK's own client
+    would schedule its close there and fail with "Event loop is closed"."""
+    kept: list[Provider] = []
+
+    async def answer(ex: Exchange) -> None:
+        await ex.start_stream()
+        await ex.send(wire.opening + wire.piece("Hi.") + wire.closing)
+        await ex.end()
+
+    async def first() -> None:
+        async with LoopbackServer(answer) as server:
+            provider = wire.make(server.url, Timeouts())
+            async for _ in provider.stream(ModelRequest("m", HELLO)):
+                pass
+            kept.append(provider)  # not closed: its client and connection pool outlive this loop
+
+    async def second() -> set[asyncio.Task[Any]]:
+        kept.clear()
+        gc.collect()
+        return asyncio.all_tasks() - {asyncio.current_task()}
+
+    asyncio.run(first())
+    scheduled = asyncio.run(second())
+    assert scheduled == set(), f"dropping the provider scheduled {scheduled}"
 
 
 async def test_nothing_listening_is_a_network_error(wire: Wire) -> None:

@@ -6,6 +6,7 @@ vendor's own, and the reading of the options common to their configuration table
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from decimal import Decimal
@@ -149,7 +150,7 @@ class SdkProvider:
                 base_url=self.base_url,
                 timeout=self._sdk_timeout(),
                 max_retries=self.max_retries,
-                http_client=self._http_client,
+                http_client=self._http_client or _owned_http_client(factory),
             )
         return self._client
 
@@ -242,3 +243,15 @@ def max_output_option(config: ProviderConfig) -> int | None:
     if value < 1:
         raise ConfigError(f"{config.where}: max_output_tokens must be a whole number above 0, not {value!r}")
     return value
+
+
+def _owned_http_client(factory: Callable[..., Any]) -> httpx2.AsyncClient:
+    """The SDK's HTTP client with its own defaults (timeouts, limits, keep-alive), minus
+    its garbage-collection hook: the client an SDK makes for itself, when dropped unclosed,
+    schedules its ``aclose`` on whatever event loop is running at that moment, which is not
+    the loop its connections belong to when the provider outlived that loop (a workspace
+    opened again, a test after another) and then fails there with "Event loop is closed".
+    Ours is closed by :meth:`aclose`, or dropped with the provider and its sockets closed."""
+    sdk = sys.modules[factory.__module__.split(".", 1)[0]]
+    client: httpx2.AsyncClient = sdk.DefaultAsyncHttpxClient()
+    return client
