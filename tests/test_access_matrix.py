@@ -557,6 +557,37 @@ async def t_query_data(w: World, p: Principal) -> None:
         f"{p.name} queries the recipes of {seen(recipes.shown, RECIPE_NAME)}")
 
 
+async def t_import_notes(w: World, p: Principal) -> None:
+    """Files of the owner's machine ([mcp] file_roots; this world names none): the owner is
+    told how to name them, anyone else is refused before a path is looked at."""
+    await _file_tool(w, p, "import_notes", {"path": "inbox"})
+
+
+async def t_export_notes(w: World, p: Principal) -> None:
+    await _file_tool(w, p, "export_notes", {"path": "export"})
+
+
+async def _file_tool(w: World, p: Principal, name: str, args: dict[str, Any]) -> None:
+    out = await call_tool(w, p, name, args)
+    if p.read_only:
+        assert out.unavailable, f"{name} is offered to the read-only {p.name}: {out.text}"
+    elif p.user == "owner":
+        assert not out.ok and "[mcp] file_roots" in out.text, out.text
+    else:
+        assert not out.ok and "only the owner" in out.text, f"{p.name} reached {name}: {out.text}"
+
+
+async def t_reindex(w: World, p: Principal) -> None:
+    """Maintenance of the whole workspace's index: its owner and admins only."""
+    out = await call_tool(w, p, "reindex", {})
+    if p.read_only:
+        assert out.unavailable, out.text
+    elif p.user in ("owner", "admin"):
+        assert out.ok and out.payload["rebuilt"] is False, out.text
+    else:
+        assert not out.ok and "owner and admins" in out.text, f"{p.name} rebuilt the index: {out.text}"
+
+
 #: Every tool of the registry: (what it is scoped by, the cell).
 TOOL_RULES: dict[str, tuple[str, Call]] = {
     "list_notebooks": ("notebooks", t_list_notebooks),
@@ -583,6 +614,9 @@ TOOL_RULES: dict[str, tuple[str, Call]] = {
     "fetch_url": ("nothing of the workspace", t_fetch_url),
     "describe_data": ("configuration", t_describe_data),
     "query_data": ("notebooks and person", t_query_data),
+    "import_notes": ("notebooks (write)", t_import_notes),
+    "export_notes": ("notebooks", t_export_notes),
+    "reindex": ("workspace (owner and admins)", t_reindex),
 }
 
 
@@ -616,6 +650,46 @@ async def test_tool(world: World, tool: str, principal: str) -> None:
         assert tool not in {t["name"] for t in r.json()["result"]["tools"]}
         return
     await TOOL_RULES[tool][1](world, p)
+
+
+@pytest.mark.parametrize("principal", [p.name for p in PRINCIPALS])
+async def test_mcp_resources(world: World, principal: str) -> None:
+    """Resources over MCP follow the read tools' rule: a principal lists and reads the notes,
+    notebooks and attachments of the notebooks it sees, and one it does not see reads
+    exactly like a missing one."""
+    p = BY_NAME[principal]
+
+    async def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        async with client(world, p) as c:
+            r = await c.post("/mcp", headers=HEADERS, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        answer: dict[str, Any] = r.json()
+        return answer
+
+    listed: set[str] = set()
+    params: dict[str, Any] = {}
+    while True:
+        page = (await rpc("resources/list", params))["result"]
+        listed |= {r["uri"] for r in page["resources"]}
+        if "nextCursor" not in page:
+            break
+        params = {"cursor": page["nextCursor"]}
+    for key in BOOKS:
+        seen = key in VISIBLE[p.name]
+        for uri in (f"note://{world.notes[key]}", f"notebook://{world.books[key]}",
+                    f"noteloom://attachment/{world.attachments[key]}"):
+            if not uri.startswith("noteloom:"):
+                assert (uri in listed) == seen, f"{p.name} lists {uri} ({key}): {uri in listed}"
+            got = await rpc("resources/read", {"uri": uri})
+            if seen:
+                assert "result" in got, f"{p.name} cannot read {uri} ({key}): {got}"
+                continue
+            missing = uri[:-32] + missing_id()  # each URI ends in its id
+            nothing = await rpc("resources/read", {"uri": missing})
+            assert got["error"]["code"] == nothing["error"]["code"] == -32002, f"{p.name} reads {uri}: {got}"
+            assert same_as_missing(uri, missing, got["error"]["message"], nothing["error"]["message"])
+        if seen:
+            text = (await rpc("resources/read", {"uri": f"note://{world.notes[key]}"}))["result"]["contents"][0]["text"]
+            assert MARK[key] in text
 
 
 # -- the routes' rules ------------------------------------------------------------------------

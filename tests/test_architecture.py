@@ -12,8 +12,8 @@ ROOT = Path(noteloom.__file__).parent
 # Lowest first. A module belongs to the first layer with a matching prefix (longest prefix wins).
 LAYERS: list[tuple[str, list[str]]] = [
     ("storage", ["errors", "config", "db", "locks", "migrations", "jsonvalues"]),
-    ("domain", ["workspace", "accounts", "outline", "query", "search", "postings", "interop", "embedders", "chunks", "vectors", "ivf", "semantic", "memory", "folders", "messages", "vault", "people"]),
-    ("tools", ["tools", "access", "tooldefs", "renderspec", "policy", "hooks", "pipeline", "verdicts", "default_plugins.pipeline_jobs", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders", "default_plugins.memory_tools"]),
+    ("domain", ["workspace", "accounts", "oauth", "outline", "query", "search", "postings", "interop", "embedders", "chunks", "vectors", "ivf", "semantic", "memory", "folders", "messages", "vault", "people"]),
+    ("tools", ["tools", "access", "tooldefs", "promptdefs", "renderspec", "policy", "hooks", "pipeline", "verdicts", "default_plugins.pipeline_jobs", "default_plugins.workspace_tools", "default_plugins.semantic_tools", "default_plugins.embedders", "default_plugins.memory_tools"]),
     ("engine", ["agent", "runs", "providers", "plugins", "outbound", "webtools", "attachments", "default_plugins.providers"]),
     ("services", ["services", "chat", "recipes", "data", "notifications", "session_tools", "default_plugins"]),
     ("root", ["app"]),

@@ -208,8 +208,8 @@ async def test_an_invalid_request_is_32600(rpc: Rpc, message: Any) -> None:
 
 @pytest.mark.anyio
 async def test_an_unknown_method_is_32601(rpc: Rpc) -> None:
-    error = (await rpc.call("resources/list"))["error"]
-    assert error["code"] == -32601 and "resources/list" in error["message"]
+    error = (await rpc.call("notes/frobnicate"))["error"]
+    assert error["code"] == -32601 and "notes/frobnicate" in error["message"]
 
 
 @pytest.mark.anyio

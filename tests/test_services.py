@@ -90,8 +90,10 @@ def test_a_plugin_tool_requiring_the_providers_is_registered_and_gets_them(tmp_p
     app = _open(tmp_path / "h", plugin)
     try:
         assert "needs_providers" in _names(app)
-        # Semantic search is off (and no folder is shared: read_file and list_dir are left out too).
-        assert [t.tool for t in app.left_out if t.off not in (("folders",), ("web_search",))] == ["semantic_search_notes"]
+        # Semantic search is off, and reindex with it (no folder is shared: read_file and list_dir
+        # are left out too).
+        assert sorted(t.tool for t in app.left_out if t.off not in (("folders",), ("web_search",))) == [
+            "reindex", "semantic_search_notes"]
         result = anyio.run(app.registry.call, app.tool_context(), "needs_providers", {})
         assert result.payload == {"ok": True}
         assert plugin.seen == [[app.services.providers]]

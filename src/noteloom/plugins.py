@@ -23,7 +23,9 @@ What this module re-exports is the stable surface: tools (``ToolDef``, ``ToolCon
 ``ToolError``, ``ToolResult``), renderers (the ``noteloom.renderspec`` blocks), provider
 types (``ProviderType``, ``ProviderSetting``, with ``Provider`` and ``ProviderConfig``),
 embedders (``Embedder``, ``EmbedderFactory``), pipeline jobs (``PipelineJob`` and its
-parts) and notification channels (``NotificationChannel``, ``Notification``). It sits in
+parts), notification channels (``NotificationChannel``, ``Notification``) and MCP
+resources (``McpResource``, ``McpResourceTemplate``) and prompts (``McpPrompt``,
+``PromptArgument`` and the message helpers of ``noteloom.promptdefs``). It sits in
 the engine layer, the lowest that can name provider types; the command line's and the
 web's types are named for the type checker only, never imported here.
 """
@@ -33,8 +35,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -43,6 +46,13 @@ import pluggy
 from noteloom.embedders import Embedder, EmbedderFactory
 from noteloom.hooks import PROJECT, hookimpl, hookspec
 from noteloom.pipeline import BasePipelineJob, PipelineItem, PipelineJob, PipelineRun, check_job
+from noteloom.promptdefs import (
+    McpPrompt,
+    PromptArgument,
+    image_message,
+    resource_message,
+    text_message,
+)
 from noteloom.providers.base import Provider, ProviderConfig
 from noteloom.providers.registry import ProviderSetting, ProviderType
 from noteloom.renderspec import (
@@ -79,12 +89,16 @@ __all__ = [
     "ItemList",
     "KeyValues",
     "Markdown",
+    "McpPrompt",
+    "McpResource",
+    "McpResourceTemplate",
     "Notification",
     "NotificationChannel",
     "NotificationKind",
     "PipelineItem",
     "PipelineJob",
     "PipelineRun",
+    "PromptArgument",
     "Provider",
     "ProviderConfig",
     "ProviderSetting",
@@ -99,9 +113,13 @@ __all__ = [
     "attachment",
     "hookimpl",
     "hookspec",
+    "image_message",
+    "mcp_resources",
     "notification_channels",
     "pipeline_jobs",
     "plugin_manager",
+    "resource_message",
+    "text_message",
 ]
 
 log = logging.getLogger("noteloom.plugins")
@@ -144,6 +162,57 @@ class NotificationChannel(Protocol):
     async def send(self, notification: Notification) -> None: ...
 
 
+#: What an MCP resource's read function returns: text, or bytes (sent base64 as a blob).
+ResourceBody = str | bytes
+
+
+@dataclass(frozen=True)
+class McpResource:
+    """A fixed resource a plugin offers to MCP clients, listed and read beside the notes.
+
+    ``read()`` (sync or async) returns its content: ``str`` is sent as text, ``bytes`` as a
+    base64 blob, either with ``mime_type``. A sync one runs in a worker thread.
+    """
+
+    uri: str
+    name: str
+    read: Callable[[], ResourceBody | Awaitable[ResourceBody]]
+    mime_type: str = "text/plain"
+    title: str | None = None
+    description: str | None = None
+
+
+#: A ``{name}`` variable of a URI template: one path segment's worth of text (RFC 6570, level 1).
+_TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class McpResourceTemplate:
+    """A family of resources a plugin offers, such as ``test://items/{id}/data``.
+
+    ``read(variables)`` (sync or async) is given the template's variables as matched in the
+    URI asked for (``{"id": "123"}``; each matches one or more characters other than ``/``)
+    and returns text or bytes as :class:`McpResource`'s ``read`` does. Raise ``LookupError``
+    when there is no such resource: the client gets "resource not found".
+    """
+
+    uri_template: str
+    name: str
+    read: Callable[[Mapping[str, str]], ResourceBody | Awaitable[ResourceBody]]
+    mime_type: str = "text/plain"
+    title: str | None = None
+    description: str | None = None
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The variables ``uri`` gives this template, or ``None`` when it is not one of its URIs."""
+        parts = _TEMPLATE_VAR.split(self.uri_template)
+        pattern = "".join(
+            f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts)
+        )
+        found = re.fullmatch(pattern, uri)
+        return dict(found.groupdict()) if found else None
+
+
 class Hooks:
     """The hook specifications. Each is called once when an app (or the command line) starts."""
 
@@ -179,6 +248,14 @@ class Hooks:
         raise when it failed (the failure is logged; other channels and webhooks go on)."""
 
     @hookspec
+    def register_mcp_resources(self, register: Callable[[McpResource | McpResourceTemplate], None]) -> None:
+        """Add MCP resources: ``register(McpResource(uri, name, read, mime_type=...))`` for a
+        fixed one, ``register(McpResourceTemplate(uri_template, name, read, ...))`` for a
+        family; MCP clients list and read them beside the notes (``resources/list``,
+        ``resources/templates/list``, ``resources/read``). A URI noteloom's own resources use
+        (``note:``, ``notebook:``, ``noteloom:``) or one registered already is refused."""
+
+    @hookspec
     def register_cli_commands(self, cli: typer.Typer) -> None:
         """Add commands to the ``noteloom`` command line: ``@cli.command()`` or
         ``cli.add_typer(group, name=...)``. A name noteloom uses already is refused."""
@@ -195,6 +272,13 @@ class Hooks:
         at ``/plugins/{name}/static/{path}`` (no path leaves it; no credential needed, so
         they must hold no user data). ``renderspec.asset(name, path)`` points at them."""
 
+    @hookspec
+    def register_mcp_prompts(self, register: Callable[[McpPrompt], None]) -> None:
+        """Add MCP prompts: ``register(McpPrompt(name, description, get, arguments=[...]))``
+        for each (``noteloom.promptdefs``). MCP clients list them with ``prompts/list`` and
+        build them with ``prompts/get``; an argument's ``complete`` answers
+        ``completion/complete``. A second prompt of one name replaces the first, with a warning."""
+
 
 DEFAULT_PLUGINS: list[str] = [
     "noteloom.default_plugins.workspace_tools",
@@ -208,7 +292,9 @@ DEFAULT_PLUGINS: list[str] = [
     "noteloom.default_plugins.memory_tools",
     "noteloom.default_plugins.attachment_tools",
     "noteloom.default_plugins.folder_tools",
+    "noteloom.default_plugins.interop_tools",
     "noteloom.default_plugins.web_tools",
+    "noteloom.default_plugins.mcp_prompts",
 ]
 
 
@@ -287,3 +373,30 @@ def notification_channels(pm: pluggy.PluginManager) -> list[NotificationChannel]
 
     pm.hook.register_notification_channels(register=register)
     return list(channels.values())
+
+
+#: URI schemes noteloom's own resources use: no plugin resource may take one.
+RESERVED_RESOURCE_SCHEMES = ("note", "notebook", "noteloom")
+
+
+def mcp_resources(pm: pluggy.PluginManager) -> list[McpResource | McpResourceTemplate]:
+    """The MCP resources and templates plugins register, in hook order. One in a scheme of
+    noteloom's own, or of a URI (template) registered before, is left out with a warning."""
+    found: dict[str, McpResource | McpResourceTemplate] = {}
+
+    def register(item: McpResource | McpResourceTemplate) -> None:
+        if not isinstance(item, McpResource | McpResourceTemplate):
+            raise TypeError(f"{item!r} is no MCP resource: register an McpResource or an McpResourceTemplate")
+        uri = item.uri if isinstance(item, McpResource) else item.uri_template
+        scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+        if not scheme or scheme in RESERVED_RESOURCE_SCHEMES:
+            log.warning("MCP resource %r is left out: it needs a scheme of its own (not %s)",
+                        uri, ", ".join(RESERVED_RESOURCE_SCHEMES))
+            return
+        if uri in found:
+            log.warning("MCP resource %r is registered twice; the plugin loaded later replaces the other", uri)
+            return
+        found[uri] = item
+
+    pm.hook.register_mcp_resources(register=register)
+    return list(found.values())

@@ -31,6 +31,8 @@
   function is then called with them as keyword arguments (enums, sets and tuples made from
   their JSON form). A synchronous function runs in a worker thread. A pydantic model or a
   dataclass it returns is sent as its JSON form.
+- The output schema comes from the return annotation: a pydantic model's, or for ``str``
+  :data:`TEXT_OUTPUT_SCHEMA`; any other return type gives none.
 """
 
 from __future__ import annotations
@@ -392,7 +394,14 @@ def _model_parameter(inputs: list[inspect.Parameter], hints: Mapping[str, Any]) 
     return None
 
 
+#: The output schema of a tool whose result is text: MCP sends ``{"text": <the text>}`` as its
+#: structured content, the text itself as content.
+TEXT_OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+
 def _output_schema(hint: Any) -> dict[str, Any] | None:
+    if hint is str:
+        return dict(TEXT_OUTPUT_SCHEMA)
     if _is_model(hint):
         schema: dict[str, Any] = hint.model_json_schema()
         schema.pop("title", None)

@@ -424,6 +424,48 @@ class CallOrigin:
     run_id: str | None = None
 
 
+class ClientUnavailable(ToolError):
+    """The client cannot do what was asked (it did not declare the capability, or there
+    is no session to ask through); a tool reports it like any domain error."""
+
+
+class ClientRequestFailed(ToolError):
+    """The client answered a server→client request with an error (or never answered)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ClientChannel(Protocol):
+    """How a tool talks to the MCP client whose request it serves (``ctx.client``)."""
+
+    #: The request's ``_meta.progressToken`` (``None``: the client wants no progress).
+    progress_token: str | int | None
+
+    def supports(self, capability: str) -> bool:
+        """Whether the client declared ``capability`` (``"elicitation"``, ``"sampling"``, ``"roots"``)."""
+        ...
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """A ``notifications/message`` at ``level``, sent when the session's level lets it through."""
+        ...
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """A ``notifications/progress``; nothing when the request carried no progress token."""
+        ...
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user through the client (``elicitation/create``): its ``ElicitResult``
+        (``action`` accept/decline/cancel, ``content``). :class:`ClientUnavailable` when
+        the client cannot be asked."""
+        ...
+
+    async def sample(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Ask the client's model (``sampling/createMessage``): its ``CreateMessageResult``."""
+        ...
+
+
 @dataclass
 class ToolContext:
     """What a tool call runs with."""
@@ -445,6 +487,9 @@ class ToolContext:
     #: ``noteloom.providers.base.ModelCapabilities``); ``None``: the surface hands files to
     #: its client as they are (MCP), so a tool returns them whole.
     model_capabilities: FileCapabilities | None = None
+    #: The MCP client whose request this call serves (log and progress notifications,
+    #: elicitation, sampling: ``ClientChannel``, made by ``noteloom.mcp.session``); ``None`` outside MCP.
+    client: ClientChannel | None = None
 
     def allowed_notebooks(self, *, conn: Connection | None = None) -> set[str] | None:
         """Notebook ids in scope (``None`` = all). Computed per call: notebooks change.

@@ -30,6 +30,7 @@ from noteloom.attachments import (
     refusal_for_model,
     sniff,
 )
+from noteloom.default_plugins.workspace_tools.schemas import output_schema_of
 from noteloom.default_plugins.workspace_tools.scope import visible_note
 from noteloom.errors import InvalidInput, NotFound
 from noteloom.hooks import hookimpl
@@ -55,6 +56,23 @@ _SCHEMA: dict[str, Any] = {
     "required": ["note_id", "attachment_id"],
     "additionalProperties": False,
 }
+
+
+_OUTPUT = output_schema_of(
+    {
+        "note_id": {"type": "string"},
+        "attachment_id": {"type": "string"},
+        "name": {"type": "string"},
+        "kind": {"type": "string", "description": "What the bytes are: text, pdf, html, image …"},
+        "mime": {"type": "string"},
+        "size": {"type": "integer", "description": "Bytes."},
+        "status": {"type": "string", "description": "How the text extraction went."},
+        "text": {"type": "string"},
+        "note": {"type": "string"},
+        "file": {"type": "string", "description": "Says the whole file is attached to the result as content."},
+    },
+    ["note_id", "attachment_id", "name", "kind", "mime", "size", "status", "text"],
+)
 
 
 class _Extractions:
@@ -169,6 +187,7 @@ READ_ATTACHMENT = ToolDef(
         "without text) as the file itself. Give the note's id and the attachment's id (the body links it as :/ID)."
     ),
     input_schema=_SCHEMA,
+    output_schema=_OUTPUT,
     handler=_read_attachment,
     effect="read",
     untrusted_output=True,

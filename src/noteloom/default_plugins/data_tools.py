@@ -17,6 +17,7 @@ from anyio import to_thread
 
 from noteloom.data import DataCatalog
 from noteloom.data.query import DEFAULT_LIMIT, MAX_LIMIT
+from noteloom.default_plugins.workspace_tools.schemas import output_schema_of
 from noteloom.hooks import hookimpl
 from noteloom.tools import ToolContext, ToolDef, ToolError, ToolResult
 
@@ -57,6 +58,41 @@ _QUERY_SCHEMA: dict[str, Any] = {
 }
 
 
+_FIELD_OUT = output_schema_of(
+    {"name": {"type": "string"}, "type": {"type": "string"}, "untrusted": {"type": "boolean"}}, ["name", "type"]
+)
+_DESCRIBE_OUT = output_schema_of(
+    {
+        "sources": {"type": "array", "items": output_schema_of(
+            {
+                "name": {"type": "string"},
+                "description": {"type": "string"},
+                "fields": {"type": "array", "items": _FIELD_OUT, "description": "Present when sources are named."},
+                "owner": {"type": "string"},
+            },
+            ["name", "description"],
+        )},
+        "filters": {"type": "string", "description": "How query_data filters are written."},
+        "limit": {"type": "string"},
+        "not_found": {"type": "array", "items": {"type": "string"}},
+        "message": {"type": "string"},
+    },
+    ["sources"],
+)
+_QUERY_OUT = output_schema_of(
+    {
+        "source": {"type": "string"},
+        "rows": {"type": "array", "items": {"type": "object"}, "description": "One object per row, by field name."},
+        "count": {"type": "integer"},
+        "has_more": {"type": "boolean"},
+        "limit": {"type": "integer"},
+        "note": {"type": "string"},
+        "values_cut": {"type": "string"},
+    },
+    ["source", "rows", "count", "has_more"],
+)
+
+
 def _catalog(ctx: ToolContext) -> DataCatalog:
     catalog = ctx.services.get("data")
     if not isinstance(catalog, DataCatalog):
@@ -84,6 +120,7 @@ DESCRIBE_DATA = ToolDef(
         "sources named. Call it before query_data."
     ),
     input_schema=_DESCRIBE_SCHEMA,
+    output_schema=_DESCRIBE_OUT,
     handler=_describe,
     effect="read",
     default_enabled=False,
@@ -98,6 +135,7 @@ QUERY_DATA = ToolDef(
         "(FIELD, FIELD_like, FIELD_min/FIELD_after, FIELD_max/FIELD_before), sort, choose fields, limit. Read-only."
     ),
     input_schema=_QUERY_SCHEMA,
+    output_schema=_QUERY_OUT,
     handler=_query,
     effect="read",
     default_enabled=False,

@@ -18,6 +18,7 @@ from typing import Any
 
 from anyio import to_thread
 
+from noteloom.default_plugins.workspace_tools.schemas import TEXT_OUT
 from noteloom.folders import MAX_PATH_CHARS, MAX_RESULT_BYTES, Folders
 from noteloom.hooks import hookimpl
 from noteloom.tools import ToolContext, ToolDef, ToolError
@@ -76,6 +77,7 @@ READ_FILE = ToolDef(
         f"binary files are refused, naming their kind. {_ADDRESSING} Read-only."
     ),
     input_schema=_READ_SCHEMA,
+    output_schema=TEXT_OUT,
     handler=_read,
     effect="read",
     requires=("folders",),
@@ -92,6 +94,7 @@ LIST_DIR = ToolDef(
         "Read-only."
     ),
     input_schema=_LIST_SCHEMA,
+    output_schema=TEXT_OUT,
     handler=_list,
     effect="read",
     requires=("folders",),

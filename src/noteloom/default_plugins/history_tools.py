@@ -16,6 +16,7 @@ from typing import Any
 
 from anyio import to_thread
 
+from noteloom.default_plugins.workspace_tools.schemas import TIME_SCHEMA, output_schema_of
 from noteloom.hooks import hookimpl
 from noteloom.tools import ToolContext, ToolDef, ToolError, ToolResult
 from noteloom.workspace.model import iso_time
@@ -33,6 +34,21 @@ _SCHEMA: dict[str, Any] = {
     "required": ["query"],
     "additionalProperties": False,
 }
+
+
+_OUTPUT = output_schema_of(
+    {
+        "conversations": {"type": "array", "items": output_schema_of(
+            {"conversation_id": {"type": "string"}, "title": {"type": "string"}, "date": TIME_SCHEMA,
+             "started": TIME_SCHEMA, "matched": {"type": "string"}, "snippet": {"type": "string"}},
+            ["conversation_id", "title", "date", "started", "matched", "snippet"],
+        )},
+        "has_more": {"type": "boolean"},
+        "message": {"type": "string"},
+        "protected": {"type": "string", "description": "Why protected conversations were not searched."},
+    },
+    ["conversations", "has_more"],
+)
 
 
 def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -90,6 +106,7 @@ SEARCH_CONVERSATIONS = ToolDef(
         "match, most recent first. Use it when the user refers to something discussed before."
     ),
     input_schema=_SCHEMA,
+    output_schema=_OUTPUT,
     handler=_handler,
     effect="read",
     default_enabled=False,

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from noteloom.default_plugins.workspace_tools.common import iso, threaded
+from noteloom.default_plugins.workspace_tools.schemas import TIME_SCHEMA, output_schema_of
 from noteloom.hooks import hookimpl
 from noteloom.memory import store
 from noteloom.memory.context import MemoryIndex
@@ -46,6 +47,8 @@ RECALL_CHARS = 60_000
 FORGET_NEUTRAL = "No memory of yours has that id, so nothing was forgotten; recall finds your memories and their ids."
 
 _ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 64}
+_SCOPE: dict[str, Any] = {"enum": ["personal", "shared"]}
+_TAGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 
 
 def _user(ctx: ToolContext) -> User:
@@ -99,6 +102,11 @@ REMEMBER = ToolDef(
         "required": ["content"],
         "additionalProperties": False,
     },
+    output_schema=output_schema_of(
+        {"id": {"type": "string"}, "title": {"type": "string"}, "scope": _SCOPE, "tags": _TAGS,
+         "message": {"type": "string"}},
+        ["id", "title", "scope", "tags", "message"],
+    ),
     handler=threaded(_remember),
     effect="write",
     default_enabled=True,
@@ -190,6 +198,19 @@ RECALL = ToolDef(
         },
         "additionalProperties": False,
     },
+    output_schema=output_schema_of(
+        {
+            "memories": {"type": "array", "items": output_schema_of(
+                {"id": {"type": "string"}, "scope": _SCOPE, "title": {"type": "string"}, "tags": _TAGS,
+                 "source": {"type": "string"}, "updated": TIME_SCHEMA, "content": {"type": "string"},
+                 "cut": {"type": "boolean", "description": "The content was cut; recall its id for the rest."}},
+                ["id", "scope", "title", "tags", "source", "updated", "content"],
+            )},
+            "count": {"type": "integer"},
+            "note": {"type": "string"},
+        },
+        ["memories", "count", "note"],
+    ),
     handler=threaded(_recall),
     default_enabled=True,
     untrusted_output=True,  # a memory may hold text the AI copied from what others wrote
@@ -225,6 +246,9 @@ FORGET = ToolDef(
         "required": ["memory_id"],
         "additionalProperties": False,
     },
+    output_schema=output_schema_of(
+        {"forgotten": {"type": "boolean"}, "message": {"type": "string"}}, ["forgotten", "message"]
+    ),
     handler=threaded(_forget),
     effect="destructive",
     default_enabled=True,

@@ -17,6 +17,7 @@ from typing import Any
 from anyio import to_thread
 
 from noteloom import db
+from noteloom.default_plugins.workspace_tools.schemas import output_schema_of
 from noteloom.errors import InvalidInput, NotFound, Unavailable
 from noteloom.hooks import hookimpl
 from noteloom.recipes.model import RecipeBudgets
@@ -48,6 +49,32 @@ _SCHEMA: dict[str, Any] = {
     "required": ["name", "prompt", "schedule", "timezone"],
     "additionalProperties": False,
 }
+
+
+_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+_CREATE_OUT = output_schema_of(
+    {
+        "id": {"type": "string"},
+        "name": {"type": "string"},
+        "schedule": {"type": "string"},
+        "timezone": {"type": "string"},
+        "explain": {"type": "string", "description": "The schedule in words."},
+        "next": {**_STRINGS, "description": "The next fire times."},
+        "tools": _STRINGS,
+        "warnings": _STRINGS,
+        "message": {"type": "string"},
+    },
+    ["id", "name", "schedule", "timezone", "explain", "next", "tools", "warnings", "message"],
+)
+_RUN_OUT = output_schema_of(
+    {
+        "run_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "status": {"type": "string"},
+        "error": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "message": {"type": "string"},
+    },
+    ["run_id", "status", "error", "message"],
+)
 
 
 def _spec(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,6 +142,7 @@ CREATE_RECIPE = ToolDef(
         "and give the user's time zone. The user confirms before it is saved."
     ),
     input_schema=_SCHEMA,
+    output_schema=_CREATE_OUT,
     handler=_create,
     effect="write",
     requires=("recipes",),
@@ -151,6 +179,7 @@ RUN_RECIPE = ToolDef(
     ),
     input_schema={"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 100}},
                   "required": ["name"], "additionalProperties": False},
+    output_schema=_RUN_OUT,
     handler=_run,
     # A recipe's run may write with its own tools: the user signs each start off.
     effect="write",

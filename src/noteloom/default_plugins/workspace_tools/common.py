@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from anyio import to_thread
+from anyio import from_thread, to_thread
 
 from noteloom.tools import Handler, ToolContext, ToolError, ToolResult
 from noteloom.workspace import Note
@@ -21,6 +21,19 @@ def threaded(fn: Callable[[ToolContext, dict[str, Any]], Any]) -> Handler:
 
     handler.__name__ = fn.__name__
     return handler
+
+
+def progress_reporter(ctx: ToolContext) -> Callable[[float, float | None, str | None], None] | None:
+    """For a tool running in a worker thread (:func:`threaded`): a function that sends its
+    MCP client a progress notification, or ``None`` when the client asked for none."""
+    client = ctx.client
+    if client is None or client.progress_token is None:
+        return None
+
+    def report(progress: float, total: float | None, message: str | None) -> None:
+        from_thread.run(client.progress, progress, total, message)
+
+    return report
 
 
 def iso(ms: int | None) -> str | None:

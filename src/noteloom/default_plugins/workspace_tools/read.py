@@ -6,7 +6,13 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from noteloom.default_plugins.workspace_tools.common import iso, note_meta, threaded, untrusted_if
+from noteloom.default_plugins.workspace_tools.common import (
+    iso,
+    note_meta,
+    progress_reporter,
+    threaded,
+    untrusted_if,
+)
 from noteloom.default_plugins.workspace_tools.schemas import (
     HIT_PROPS,
     NOTE_ID,
@@ -285,8 +291,11 @@ def _read_notes(ctx: ToolContext, args: dict[str, Any]) -> Any:
         titles = notebook_titles(ctx, c, {n.notebook_id for n in found.values()})
     notes = [found[i] for i in ids if i in found and (allowed is None or found[i].notebook_id in allowed)]
     shares = share_budget([len(n.body) for n in notes], budget)
+    report = progress_reporter(ctx)  # an MCP client that asked hears of each note
     out = []
-    for note, share in zip(notes, shares, strict=True):
+    for done, (note, share) in enumerate(zip(notes, shares, strict=True), 1):
+        if report is not None:
+            report(done, len(notes), f"read {note.title!r}")
         item = note_meta(note, titles.get(note.notebook_id, ""))
         item.update(
             body=note.body[:share],

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from noteloom.tooldefs import TEXT_OUTPUT_SCHEMA
+
 NOTE_ID = {"type": "string", "description": "The note's id (32 hex characters), as search_notes returns it."}
 
 
@@ -73,3 +75,7 @@ NOTEBOOK_OUT = output_schema_of(
     },
     ["id", "title", "parent_id", "path"],
 )
+#: The output schema of a tool whose result is text (a file, a folder listing): MCP's
+#: ``structuredContent`` is ``{"text": <the text>}`` beside the same text as content, while
+#: the chat and recipes read the text itself.
+TEXT_OUT = TEXT_OUTPUT_SCHEMA
