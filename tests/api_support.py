@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx2 as httpx
 
 from noteloom import db
-from noteloom.app import App, access_token
+from noteloom.app import App, access_token, open_app
+from noteloom.config import load_settings
 from noteloom.db import new_id, now_ms
 from noteloom.web.app import create_web_app
 
@@ -23,6 +25,13 @@ async def client(app: App, token: str | None = None) -> AsyncIterator[httpx.Asyn
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=120,
                                  headers={"Authorization": f"Bearer {token}"}) as c:
         yield c
+
+
+def app_with(home: Path, toml: str) -> App:
+    """An app on a fresh workspace in ``home`` with ``toml`` as its noteloom.toml."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "noteloom.toml").write_text(toml, encoding="utf-8")
+    return open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
 
 
 def second_user(app: App, name: str = "guest") -> tuple[str, str]:

@@ -3,7 +3,6 @@ address it checked, redirects checked again, time and size capped, webhooks sign
 
 from __future__ import annotations
 
-import datetime
 import gzip
 import hashlib
 import hmac
@@ -24,7 +23,7 @@ import brotli  # type: ignore[import-untyped]
 import httpx2
 import pytest
 
-from http_support import loopback_http
+from http_support import FakeDns, Tls, loopback_http, make_tls
 from noteloom.errors import ConfigError, InvalidInput, OutboundRefused, Unavailable
 from noteloom.outbound import (
     SIGNATURE_HEADER,
@@ -144,50 +143,9 @@ def server() -> Iterator[Server]:
             srv.release.set()  # a handler held back by a test lets go before the server stops
 
 
-@dataclass
-class Tls:
-    """A CA of the test's own and a server certificate it signed for ``name`` only."""
-
-    name: str
-    ca: Path
-    cert: Path
-    key: Path
-
-
 @pytest.fixture
 def tls(tmp_path: Path) -> Tls:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    name, now = "hooks.noteloom.test", datetime.datetime.now(datetime.UTC)
-
-    def made(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, signer: ec.EllipticCurvePrivateKey,
-             ca: bool) -> x509.Certificate:
-        b = (x509.CertificateBuilder()
-             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-             .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if ca:
-            b = b.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                              content_commitment=False, key_encipherment=False,
-                                              data_encipherment=False, key_agreement=False, encipher_only=False,
-                                              decipher_only=False), critical=True)
-        else:
-            b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
-        return b.sign(signer, hashes.SHA256())
-
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    out = Tls(name, tmp_path / "ca.pem", tmp_path / "cert.pem", tmp_path / "key.pem")
-    out.ca.write_bytes(made("noteloom test CA", ca_key, "noteloom test CA", ca_key, True)
-                       .public_bytes(serialization.Encoding.PEM))
-    out.cert.write_bytes(made(name, key, "noteloom test CA", ca_key, False).public_bytes(serialization.Encoding.PEM))
-    out.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
-    return out
+    return make_tls(tmp_path, "hooks.noteloom.test")
 
 
 @pytest.fixture
@@ -203,19 +161,6 @@ def https_server(tls: Tls) -> Iterator[tuple[Server, list[str | None]]]:
 
 def trusting(*entries: str, **caps: Any) -> OutboundClient:
     return OutboundClient(OutboundPolicy(allow=frozenset(entries), **caps))
-
-
-class FakeDns:
-    """A resolver answering from a script: ``answers[host]`` in turn, the last one repeated."""
-
-    def __init__(self, **answers: list[list[str]]) -> None:
-        self.answers = {k.replace("_", "."): v for k, v in answers.items()}
-        self.asked: list[str] = []
-
-    async def __call__(self, host: str, port: int) -> list[str]:
-        self.asked.append(host)
-        script = self.answers[host]
-        return script.pop(0) if len(script) > 1 else script[0]
 
 
 # -- addresses and the policy -------------------------------------------------------------------

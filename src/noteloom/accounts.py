@@ -275,6 +275,25 @@ class Accounts:
             c.execute(db.api_tokens.update().where(db.api_tokens.c.id == matches[0].id).values(revoked_time=now_ms()))
         return matches[0]
 
+    def token_name_of(self, token: str) -> str | None:
+        """The name of the live token whose value is ``token``, or ``None``."""
+        t = db.api_tokens.c
+        with self._r(None) as c:
+            row = c.execute(sa.select(t.name).where(t.token_hash == _hash_token(token), t.revoked_time.is_(None))).first()
+        return None if row is None else str(row.name)
+
+    def revoke_secret(self, token: str, *, conn: Connection | None = None) -> str | None:
+        """Revoke the live token whose value is ``token`` (an OAuth client giving its access
+        token back); its name, or ``None`` when no live token has that value."""
+        t = db.api_tokens.c
+        with self._w(conn) as c:
+            row = c.execute(sa.select(t.id, t.name).where(t.token_hash == _hash_token(token),
+                                                          t.revoked_time.is_(None))).first()
+            if row is None:
+                return None
+            c.execute(db.api_tokens.update().where(t.id == row.id).values(revoked_time=now_ms()))
+        return str(row.name)
+
     def verify_token(self, token: str | None) -> User:
         """The user a live token belongs to; ``AuthError`` otherwise."""
         return self.check_token(token).user

@@ -78,6 +78,34 @@ web_sessions = sa.Table(
     sa.Column("revoked_time", MS),
 )
 
+# OAuth 2.1 for remote MCP clients (0023, web/oauth.py): the clients (registered, or known by
+# their metadata document's URL) and the short-lived grants of the flow: an authorization
+# request waiting for the person's consent, a code, a refresh token. Secrets are stored hashed;
+# the access tokens themselves are API tokens (``api_tokens``) with the scopes consented to.
+oauth_clients = sa.Table(
+    "oauth_clients",
+    metadata,
+    sa.Column("client_id", sa.String(512), primary_key=True),
+    sa.Column("info", sa.JSON, nullable=False),
+    sa.Column("source", sa.String(16), nullable=False),  # "registered" | "document"
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("fetched_time", MS),
+)
+
+oauth_grants = sa.Table(
+    "oauth_grants",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # "request" | "code" | "refresh"
+    sa.Column("secret_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("client_id", sa.String(512), nullable=False),
+    sa.Column("user_id", ID, sa.ForeignKey("users.id", ondelete="CASCADE")),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("created_time", MS, nullable=False),
+    sa.Column("expires_time", MS, nullable=False),
+    sa.Index("ix_oauth_grants_expires", "expires_time"),
+)
+
 notebooks = sa.Table(
     "notebooks",
     metadata,

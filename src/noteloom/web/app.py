@@ -48,6 +48,9 @@ def create_web_app(
             stack.enter_context(serving())
             if background is True or names:
                 await stack.enter_async_context(app.background(*names, claims_scheduled=claims_scheduled))
+            mcp = getattr(api.state, "mcp_server", None)  # its watchers: change notifications to MCP sessions
+            if mcp is not None:
+                await stack.enter_async_context(mcp.running())
             yield
 
     api = FastAPI(
@@ -70,7 +73,7 @@ def create_web_app(
         importlib.import_module(name).install(api, app)
     from noteloom.web.mcp_http import McpFirst  # a route module: imported with the others
 
-    guard = TokenAuth(McpFirst(api), app.workspace)
+    guard = TokenAuth(McpFirst(api), app.workspace, challenge=getattr(api.state, "oauth_challenge", None))
     api.state.auth = guard  # sign-out tells it to forget the session at once
     # Routes that take files allow larger multipart bodies (they said so when installed).
     uploads = getattr(api.state, "upload_limits", None)
@@ -97,6 +100,7 @@ ROUTE_MODULES: list[str] = [
     "noteloom.web.notifications_api",
     "noteloom.web.tool_policies",
     "noteloom.web.plugin_routes",
+    "noteloom.web.oauth",
 ]
 
 

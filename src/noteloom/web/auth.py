@@ -81,8 +81,17 @@ _PUBLIC_PATTERN = re.compile(
 TOKEN_CACHE_SECONDS = 5.0
 
 
+#: OAuth's endpoints and metadata (web/oauth.py; absent unless OAuth is on). Each checks what
+#: it is given itself: a client's credentials, a code, a PKCE verifier.
+OAUTH_PATHS = frozenset({
+    "/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp", "/oauth/authorize", "/oauth/token", "/oauth/register",
+    "/oauth/revoke", "/oauth/consent",
+})
+
+
 def is_public(path: str) -> bool:
-    return path in PUBLIC_PATHS or _PUBLIC_PATTERN.match(path) is not None
+    return path in PUBLIC_PATHS or path in OAUTH_PATHS or _PUBLIC_PATTERN.match(path) is not None
 
 
 #: Where a scoped credential goes with its scopes enforced per tool.
@@ -140,9 +149,13 @@ def credential_from_scope(scope: Scope) -> tuple[str, str | None]:
 class TokenAuth:
     """Rejects requests without a valid credential with 401; puts the user in ``scope["state"]``."""
 
-    def __init__(self, app: ASGIApp, workspace: Workspace) -> None:
+    def __init__(self, app: ASGIApp, workspace: Workspace,
+                 challenge: Callable[[dict[str, str]], str | None] | None = None) -> None:
         self.app = app
         self.workspace = workspace
+        #: With OAuth on: the ``WWW-Authenticate`` value a 401 of /mcp carries, pointing a client
+        #: at the protected-resource metadata (from the request's headers).
+        self.challenge = challenge
         # (kind, credential) -> (user, trusted until, data version when checked,
         #                        session: valid until and when checked, in ms,
         #                        the token's scopes and expiry)
@@ -191,7 +204,7 @@ class TokenAuth:
                     grant = await to_thread.run_sync(self.workspace.check_token, credential)
                     user, scopes, expires, session = grant.user, grant.scopes, grant.expires_time, None
             except AuthError as exc:
-                await _unauthorized(send, str(exc))
+                await _unauthorized(send, str(exc), self._challenge(scope))
                 return
             if len(self._valid) > 256:  # only a few credentials are ever live; never let junk pile up
                 self._valid.clear()
@@ -206,6 +219,13 @@ class TokenAuth:
         state["user"] = user
         state["token_scopes"] = scopes
         await self.app(scope, receive, send)
+
+
+    def _challenge(self, scope: Scope) -> str | None:
+        if self.challenge is None or scope["path"] != MCP_PATH:
+            return None
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        return self.challenge(headers)
 
 
 async def _refused(send: Send, message: str) -> None:
@@ -225,7 +245,7 @@ async def _refused(send: Send, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _unauthorized(send: Send, message: str) -> None:
+async def _unauthorized(send: Send, message: str, challenge: str | None = None) -> None:
     body = json.dumps({"error": "unauthorized", "message": message}).encode()
     await send(
         {
@@ -233,7 +253,7 @@ async def _unauthorized(send: Send, message: str) -> None:
             "status": 401,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="noteloom"'),
+                (b"www-authenticate", (challenge or 'Bearer realm="noteloom"').encode("latin-1")),
                 (b"content-length", str(len(body)).encode()),
                 (b"cache-control", b"no-store"),
             ],
