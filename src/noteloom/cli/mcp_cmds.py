@@ -141,6 +141,64 @@ def _shown_host(host: str) -> str:
     return "localhost" if host in ("127.0.0.1", "::1", "localhost") else host
 
 
+def _outer_home(ctx: typer.Context, home: Path | None) -> Path | None:
+    """``--home`` given to the command, else to ``noteloom mcp`` before it."""
+    return home if home is not None else (ctx.obj or (None, None, False))[0]
+
+
+@mcp_app.command("bundle")
+def mcp_bundle(
+    ctx: typer.Context,
+    home: Path | None = HOME_OPTION,
+    out: Path = typer.Option(Path("noteloom.mcpb"), "--out", "-o", help="The file to write."),
+) -> None:
+    """Write an .mcpb bundle that installs this workspace's MCP server in Claude Desktop in one click.
+
+    It starts this machine's noteloom by its full path with --home filled in: open the file
+    with Claude Desktop (or drag it onto Settings → Extensions)."""
+    from noteloom.mcp.bundle import write_bundle
+
+    with opened(_outer_home(ctx, home)) as a:
+        try:
+            path = write_bundle(a, out)
+        except (LookupError, OSError) as exc:
+            fail(f"no bundle written: {exc}")
+        typer.echo(f"wrote {path} (serves {a.settings.data_dir}); open it with Claude Desktop to install")
+
+
+@mcp_app.command("config")
+def mcp_config(
+    ctx: typer.Context,
+    client: str = typer.Option(..., "--client", "-c", help="The AI app: one of the names `--client list` shows."),
+    transport: str | None = typer.Option(None, "--transport", "-t", help="stdio or http (default: the app's usual)."),
+    home: Path | None = HOME_OPTION,
+) -> None:
+    """Print the configuration snippet that connects an AI app to this workspace (this machine's paths;
+    for HTTP, [mcp] public_url when set, else the local address)."""
+    from noteloom.mcp.clients import CLIENTS, for_machine, render
+
+    if client == "list":
+        for c in CLIENTS:
+            typer.echo(f"{c.name:<16} {c.title} ({', '.join(c.transports)})")
+        return
+    from noteloom.cli.server_cmds import read_runtime
+    from noteloom.web.oauth import configured_base
+
+    with opened(_outer_home(ctx, home)) as a:
+        # The public address when [mcp] public_url names one, else where serve listens here.
+        public = configured_base(a)
+        running = read_runtime(a.settings.data_dir)
+        host = _shown_host(str((running or {}).get("host") or a.settings.host))
+        url = f"{public}/mcp" if public else f"http://{host}:{(running or {}).get('port') or a.settings.port}/mcp"
+        try:
+            snippet = render(client, transport, for_machine(a.settings.data_dir, url))
+        except LookupError as exc:  # an unknown app or transport (KeyError), no noteloom command
+            fail(str(exc.args[0]))
+        typer.echo(snippet.text, nl=False)
+        if snippet.where:
+            typer.echo(f"# {snippet.where}", err=True)
+
+
 # -- tools ----------------------------------------------------------------------------------
 
 
