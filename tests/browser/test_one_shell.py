@@ -132,7 +132,7 @@ def test_a_phone_drawer_keeps_the_focus_until_escape(open_page: Any, live: Live,
     page = open_page("phone")
     page.goto(live.page_url(f"/notes/{live.notes['note']}"))
     expect(page.locator("#note-pane :text('socks')").first).to_be_attached()
-    expect(page.locator("#tree [aria-busy='true'], #notes[aria-busy='true']")).to_have_count(0)
+    expect(page.locator("#tree[aria-busy='true'], #notes[aria-busy='true']")).to_have_count(0)
     opener = page.locator(button)
     opener.click()
     expect(opener).to_have_attribute("aria-expanded", "true")
@@ -152,6 +152,31 @@ def test_a_phone_drawer_keeps_the_focus_until_escape(open_page: Any, live: Live,
     expect(opener).to_be_focused()
     page.keyboard.press("Tab")  # closed, the drawer no longer holds the keyboard
     assert not page.evaluate(FOCUS, drawer)[0]
+
+
+def test_a_phone_drawer_opened_before_its_tree_is_drawn_takes_the_focus(open_page: Any, live: Live) -> None:
+    """A slow tree (held here until the drawer is open): the drawer itself takes the focus,
+    and once the tree is drawn Tab goes on to its first link."""
+    page = open_page("phone")
+    held: list[Any] = []
+    page.route("**/api/v1/browse/tree", lambda route: held.append(route))
+    with page.expect_request("**/api/v1/browse/tree"):
+        page.goto(live.page_url(f"/notes/{live.notes['note']}"))
+    expect(page.locator("#note-pane :text('socks')").first).to_be_attached()
+    expect(page.locator("#tree")).to_have_attribute("aria-busy", "true")
+    opener = page.locator("#toggle-tree")
+    opener.click()
+    expect(page.locator("#tree-pane")).to_be_in_viewport()
+    assert page.evaluate("document.activeElement.id") == "tree-pane"
+    assert held, "the tree was not held"
+    for route in held:
+        route.continue_()
+    page.unroute("**/api/v1/browse/tree")
+    expect(page.locator("#tree")).not_to_have_attribute("aria-busy", "true")
+    page.keyboard.press("Tab")
+    assert page.evaluate(FOCUS, "tree-pane") == [True, "A#0 All notes"]
+    page.keyboard.press("Escape")
+    expect(opener).to_be_focused()
 
 
 def sign_in_with_token(page: Any, live: Live) -> None:

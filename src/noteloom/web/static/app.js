@@ -752,8 +752,10 @@
     drawerButton(id).setAttribute("aria-expanded", "true");
     $("drawer-scrim").hidden = false;
     window.dispatchEvent(new CustomEvent("noteloom:drawer-open", { detail: { id } }));
+    // Its first link or button; the drawer itself while it has none yet (the tree still loading).
     const first = $(id).querySelector("a, button");
     if (first) first.focus();
+    else { $(id).setAttribute("tabindex", "-1"); $(id).focus(); }
   }
 
   function closeDrawers({ focus = false } = {}) {
