@@ -240,7 +240,7 @@ async def _register(http: httpx2.AsyncClient, live: LiveServer) -> str:
     return str(reg.json()["client_id"])
 
 
-async def test_a_code_needs_its_verifier_works_once_and_refresh_rotates(live: LiveServer) -> None:
+async def test_a_code_needs_its_verifier_works_once_and_refresh_rotates_with_reuse_detection(live: LiveServer) -> None:
     async with httpx2.AsyncClient(timeout=120) as http:
         client_id = await _register(http, live)
         verifier, challenge = _pkce()
@@ -269,13 +269,36 @@ async def test_a_code_needs_its_verifier_works_once_and_refresh_rotates(live: Li
         assert fresh["access_token"] != tokens["access_token"] and fresh["scope"] == "notes:read notes:write"
         assert await ping(tokens["access_token"]) == 401, "the renewed access token is revoked"
         assert await ping(fresh["access_token"]) == 200
+
+        # Revoking an access token takes the refresh token renewing it along (another consent).
+        verifier2, challenge2 = _pkce()
+        code2 = await _code(http, live, client_id, challenge2)
+        other = await http.post(token_url, data={**base, "code": code2, "code_verifier": verifier2})
+        assert other.status_code == 200, other.text
+        revoked = await http.post(live.url + "/oauth/revoke", data={"token": other.json()["access_token"],
+                                                                    "client_id": client_id})
+        assert revoked.status_code == 200, revoked.text
+        assert await ping(other.json()["access_token"]) == 401
+        dead = await http.post(token_url, data={"grant_type": "refresh_token", "client_id": client_id,
+                                                "refresh_token": other.json()["refresh_token"]})
+        assert dead.status_code == 400 and dead.json()["error"] == "invalid_grant"
+
+        # A used refresh token presented again: someone holds a copy, so its grant ends. The
+        # tokens that replaced it stop working; the other consent's are not touched.
+        verifier3, challenge3 = _pkce()
+        code3 = await _code(http, live, client_id, challenge3)
+        bystander = (await http.post(token_url, data={**base, "code": code3, "code_verifier": verifier3})).json()
         reused = await http.post(token_url, data={"grant_type": "refresh_token", "client_id": client_id,
                                                   "refresh_token": tokens["refresh_token"]})
         assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant"
-        revoked = await http.post(live.url + "/oauth/revoke", data={"token": fresh["access_token"],
-                                                                    "client_id": client_id})
-        assert revoked.status_code == 200, revoked.text
-        assert await ping(fresh["access_token"]) == 401
+        assert await ping(fresh["access_token"]) == 401, "the successor's access token is revoked"
+        after = await http.post(token_url, data={"grant_type": "refresh_token", "client_id": client_id,
+                                                 "refresh_token": fresh["refresh_token"]})
+        assert after.status_code == 400 and after.json()["error"] == "invalid_grant"
+        assert await ping(bystander["access_token"]) == 200
+        renewed = await http.post(token_url, data={"grant_type": "refresh_token", "client_id": client_id,
+                                                   "refresh_token": bystander["refresh_token"]})
+        assert renewed.status_code == 200, renewed.text
 
 
 async def test_the_flow_refuses_what_it_must(live: LiveServer, oauth_app: App) -> None:

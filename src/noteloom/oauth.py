@@ -53,7 +53,9 @@ DOCUMENT_TTL_MS = 24 * 60 * 60 * 1000
 #: Dynamic registration is open to anyone who reaches the server: a cap keeps it bounded.
 MAX_REGISTERED_CLIENTS = 1000
 
-GrantKind = Literal["request", "code", "refresh"]
+#: ``spent``: a refresh token already traded, kept (its hash) until it would have expired, so
+#: that its second use is recognised as the theft it is (see :meth:`OAuthStore.end_family`).
+GrantKind = Literal["request", "code", "refresh", "spent"]
 
 
 def token_scopes(scopes: list[str]) -> TokenScopes:
@@ -145,14 +147,31 @@ class OAuthStore:
         return Grant(row.id, row.kind, row.client_id, row.user_id, dict(row.data), row.expires_time)
 
     def take(self, kind: GrantKind, secret: str) -> Grant | None:
-        """:meth:`find`, and the grant is gone: a code or a refresh token is used once. Of two
-        takers at once, one gets it."""
+        """:meth:`find`, and the grant is used up: a code is gone, a refresh token becomes
+        ``spent`` (remembered, so that using it again is seen). Of two takers at once, one gets it."""
         grant = self.find(kind, secret)
         if grant is None:
             return None
+        g = db.oauth_grants.c
         with db.writing(self.engine, None) as conn:
-            gone = conn.execute(db.oauth_grants.delete().where(db.oauth_grants.c.id == grant.id)).rowcount
-        return grant if gone == 1 else None
+            if kind == "refresh":
+                used = conn.execute(db.oauth_grants.update().where(g.id == grant.id, g.kind == "refresh")
+                                    .values(kind="spent")).rowcount
+            else:
+                used = conn.execute(db.oauth_grants.delete().where(g.id == grant.id)).rowcount
+        return grant if used == 1 else None
+
+    def end_family(self, family: str) -> list[tuple[str, str | None]]:
+        """Forget the live refresh tokens descended from one consent (``family``: a refresh
+        token presented again after it was traded means someone else holds a copy, RFC 9700
+        4.14.2); ``(access token name, user id)`` of each, for the caller to revoke."""
+        g = db.oauth_grants.c
+        with db.writing(self.engine, None) as conn:
+            rows = conn.execute(sa.select(g.id, g.user_id, g.data).where(g.kind == "refresh")).all()
+            ended = [r for r in rows if dict(r.data).get("family") == family]
+            if ended:
+                conn.execute(db.oauth_grants.delete().where(g.id.in_([r.id for r in ended])))
+        return [(str(dict(r.data).get("token_name") or ""), r.user_id) for r in ended]
 
     def holder_of(self, token_name: str) -> str | None:
         """The client holding the access token named ``token_name`` (its refresh token says)."""

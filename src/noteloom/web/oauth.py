@@ -20,7 +20,9 @@ What a client sees (the MCP authorization spec, 2025-06-18 and later):
   they choose read or read-write and, if they like, some notebooks only;
 - ``/oauth/token`` trades the code (once, with the PKCE verifier) for an access token and a
   refresh token; a refresh token is used once and replaced, and the access token it renewed
-  is revoked; ``/oauth/revoke`` takes either back.
+  is revoked; one presented again after its use ends the grant it descends from (its
+  successor and that one's access token are revoked: RFC 9700's reuse detection);
+  ``/oauth/revoke`` takes either back.
 
 The protocol's pieces are the MCP SDK's handlers (``mcp.server.auth``); what they are
 given to work with is :class:`Provider`, over :class:`noteloom.oauth.OAuthStore` and the
@@ -68,7 +70,7 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import JSONResponse, Response
 
 from noteloom.app import App
-from noteloom.db import now_ms
+from noteloom.db import new_id, now_ms
 from noteloom.errors import ConfigError, NotFound, OutboundRefused, Unavailable
 from noteloom.oauth import (
     ACCESS_TTL_MS,
@@ -258,7 +260,10 @@ class Provider:
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
         grant = await to_thread.run_sync(self.store.find, "refresh", refresh_token)
-        if grant is None or grant.client_id != client.client_id:
+        if grant is None:
+            await to_thread.run_sync(self._end_if_spent, refresh_token)
+            return None
+        if grant.client_id != client.client_id:
             return None
         return RefreshToken(token=refresh_token, client_id=grant.client_id, scopes=grant.data["scopes"],
                             expires_at=grant.expires_time // 1000, resource=grant.data.get("resource"),
@@ -275,7 +280,8 @@ class Provider:
         kept = [s for s in old if s in scopes or s.startswith((NOTEBOOK_PREFIX, TOOL_PREFIX))] if scopes else old
         user_id = grant.user_id
         await to_thread.run_sync(self._revoke_name, grant.data.get("token_name"), user_id)
-        return await to_thread.run_sync(self._issue, client, user_id, kept, grant.data.get("resource"))
+        return await to_thread.run_sync(self._issue, client, user_id, kept, grant.data.get("resource"),
+                                        grant.data.get("family") or grant.id)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         try:
@@ -303,16 +309,33 @@ class Provider:
                 self.store.drop_for_token(name)
         await to_thread.run_sync(run)
 
+    def _end_if_spent(self, refresh_token: str) -> None:
+        """A refresh token presented again after it was traded: a copy is in other hands (the
+        client's or a thief's, no telling which), so the grant it came from ends. The refresh
+        token that replaced it and the access token that one renews are revoked, and the
+        person consents again."""
+        spent = self.store.find("spent", refresh_token)
+        if spent is None:
+            return
+        family = spent.data.get("family") or spent.id
+        ended = self.store.end_family(family)
+        for name, user_id in ended:
+            self._revoke_name(name, user_id)
+        log.warning("OAuth: a used refresh token of client %s was presented again; its grant is ended (%d token(s) revoked)",
+                    spent.client_id, len(ended))
+
     def _issue(self, client: OAuthClientInformationFull, user_id: str, scopes: list[str],
-               resource: str | None) -> OAuthToken:
-        """An access token (a scoped API token that expires) and the refresh token renewing it."""
+               resource: str | None, family: str | None = None) -> OAuthToken:
+        """An access token (a scoped API token that expires) and the refresh token renewing it;
+        ``family``: the consent the refresh token descends from (a new one for a code)."""
         assert client.client_id is not None
         label = (client.client_name or urlsplit(client.client_id).hostname or "client")[:40]
         name = f"oauth {label} {secrets.token_hex(4)}"
         access = self.app.workspace.create_token(user_id, name=name, scopes=token_scopes(scopes),
                                                  expires_time=now_ms() + ACCESS_TTL_MS)
         refresh = self.store.add("refresh", client.client_id, user_id,
-                                 {"scopes": scopes, "token_name": name, "resource": resource}, REFRESH_TTL_MS)
+                                 {"scopes": scopes, "token_name": name, "resource": resource,
+                                  "family": family or new_id()}, REFRESH_TTL_MS)
         return OAuthToken(access_token=access, token_type="Bearer", expires_in=ACCESS_TTL_MS // 1000,
                           refresh_token=refresh, scope=" ".join(scopes))
 
