@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
-from page_support import Live, served
+from page_support import Live, page_opener, served
 from playwright.sync_api import expect
 
 from noteloom.app import access_token, open_app
@@ -21,9 +20,6 @@ from noteloom.config import load_settings
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 LONG_TEXT = ("The plan is **simple**: leave on Friday, drive north, camp by the lake and come back on Sunday "
              "with everything we took and nothing we did not.")
 LONG = LONG_TEXT.split(" ")
@@ -76,34 +72,21 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 @pytest.fixture
 def open_page(browser: Any, live: Live, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """Opens pages (at a viewport size, on a path) that fail the test on a dialog or a script
-    error; each is screenshotted at the end, named after the test."""
-    contexts: list[Any] = []
-    pages: list[Any] = []
-    problems: list[str] = []
+    """``open_page(size, path, color_scheme)``: a chat page signed in at a size of SIZES, with
+    the clipboard allowed (page_opener: a dialog or a script error fails the test, and each page
+    is screenshotted at the end, named after the test)."""
+    pages = page_opener(browser, f"chat-grows-up-{request.node.name}")
+    opened = next(pages)
 
-    def make(viewport: dict[str, int] = DESKTOP, path: str = "/chat", color_scheme: str = "light") -> Any:
-        context = browser.new_context(viewport=viewport, color_scheme=color_scheme)
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
-        contexts.append(context)
-        pg = context.new_page()
-        pg.on("dialog", lambda d: (problems.append(f"browser dialog: {d.message}"), d.dismiss()))
-        pg.on("pageerror", lambda e: problems.append(f"script error: {e}"))
-        pg.set_default_timeout(30_000)
+    def make(size: str = "desktop", path: str = "/chat", color_scheme: str = "light") -> Any:
+        pg = opened(size, color_scheme=color_scheme)
+        pg.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
         pg.goto(live.page_url(path))
         expect(pg.locator("#chat-app")).to_be_visible()
-        pages.append(pg)
         return pg
 
-    try:
-        yield make
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        for i, pg in enumerate(pages):
-            pg.screenshot(path=str(ARTIFACTS / f"chat-grows-up-{request.node.name}-{i}.png"))
-        for context in contexts:
-            context.close()
-    assert not problems, problems
+    yield make
+    next(pages, None)  # screenshots, contexts closed; a dialog or a script error fails the test here
 
 
 def pick_model(page: Any, name: str) -> None:
@@ -130,7 +113,7 @@ CHAT_URL = re.compile(r"/chat/[0-9a-f]{32}$")
 
 
 def test_every_conversation_has_a_url_that_reload_back_and_bookmarks_restore(open_page: Any, live: Live) -> None:
-    page = open_page(DESKTOP)
+    page = open_page("desktop")
     send(page, "First conversation")
     expect(page).to_have_url(CHAT_URL)
     settled(page)
@@ -159,16 +142,16 @@ def test_every_conversation_has_a_url_that_reload_back_and_bookmarks_restore(ope
     page.locator("#thread-list .thread", has_text="First conversation").click()
     expect(page).to_have_url(first)
     # A bookmark, in a fresh tab.
-    other = open_page(PHONE, "/chat/" + first.rsplit("/", 1)[1])
+    other = open_page("phone", "/chat/" + first.rsplit("/", 1)[1])
     expect(other.locator(".msg.user .bubble")).to_have_text("First conversation")
     # A conversation that is not there reads as such, and the page is a new chat.
-    gone = open_page(DESKTOP, "/chat/" + "0" * 32)
+    gone = open_page("desktop", "/chat/" + "0" * 32)
     expect(gone.locator("#transcript")).to_contain_text("That conversation does not exist")
     expect(gone).to_have_url(re.compile(r"/chat$"))
 
 
-@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
-def test_a_reload_mid_stream_goes_on_with_the_answer(open_page: Any, viewport: dict[str, int]) -> None:
+@pytest.mark.parametrize("viewport", ["desktop", "phone"], ids=["1280x800", "390x844"])
+def test_a_reload_mid_stream_goes_on_with_the_answer(open_page: Any, viewport: str) -> None:
     page = open_page(viewport)
     pick_model(page, "long")
     send(page, "What is the plan?")
@@ -190,9 +173,9 @@ def test_a_reload_mid_stream_goes_on_with_the_answer(open_page: Any, viewport: d
     expect(answer.locator("strong")).to_have_text("simple")
 
 
-@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
+@pytest.mark.parametrize("viewport", ["desktop", "phone"], ids=["1280x800", "390x844"])
 def test_regenerate_keeps_the_old_answer_behind_a_switcher_and_copy_copies_the_markdown(
-        open_page: Any, viewport: dict[str, int]) -> None:
+        open_page: Any, viewport: str) -> None:
     page = open_page(viewport)
     pick_model(page, "count")
     send(page, "Count for me")
@@ -218,8 +201,8 @@ def test_regenerate_keeps_the_old_answer_behind_a_switcher_and_copy_copies_the_m
     assert page.evaluate("navigator.clipboard.readText()") == second
 
 
-@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
-def test_edit_and_resend_branches_the_question(open_page: Any, viewport: dict[str, int]) -> None:
+@pytest.mark.parametrize("viewport", ["desktop", "phone"], ids=["1280x800", "390x844"])
+def test_edit_and_resend_branches_the_question(open_page: Any, viewport: str) -> None:
     page = open_page(viewport)
     send(page, "Pack what?")
     settled(page)
@@ -241,7 +224,7 @@ def test_edit_and_resend_branches_the_question(open_page: Any, viewport: dict[st
 
 
 def test_retry_runs_the_turn_again_without_a_second_question(open_page: Any) -> None:
-    page = open_page(DESKTOP)
+    page = open_page("desktop")
     pick_model(page, "flaky")
     send(page, "Try this")
     card = page.locator(".card.error")
@@ -269,7 +252,7 @@ def _tab_to(page: Any, name: str, key: str = "Tab", limit: int = 60) -> None:
 
 
 def test_the_chat_works_by_keyboard_alone(open_page: Any) -> None:
-    page = open_page(DESKTOP)
+    page = open_page("desktop")
     _tab_to(page, "message")
     page.keyboard.type("Hello by keyboard")
     page.keyboard.press("Enter")
@@ -303,7 +286,7 @@ def test_the_trash_restores_and_empties_after_a_dry_run(open_page: Any, live: Li
     purge = _chat_via_api(live, "Purge me for good")
     for cid in (keep, purge):
         live.api("DELETE", f"/api/v1/chat/conversations/{cid}")
-    page = open_page(DESKTOP)
+    page = open_page("desktop")
     page.click("#trash-open")
     expect(page.locator("#threads-title")).to_have_text("Trash")
     trash = page.locator("#thread-list")
@@ -324,7 +307,7 @@ def test_the_trash_restores_and_empties_after_a_dry_run(open_page: Any, live: Li
 
 
 def test_the_model_picker_lists_every_provider_with_private_marked(open_page: Any) -> None:
-    page = open_page(PHONE)
+    page = open_page("phone")
     page.click("#settings-open")
     picker = page.locator("#set-model")
     expect(picker.locator('optgroup[label="long · private"] option')).to_have_text("long:script (private)")
@@ -336,7 +319,7 @@ def test_the_model_picker_lists_every_provider_with_private_marked(open_page: An
 
 
 def test_a_confirmation_card_names_the_note_by_title_and_notebook(open_page: Any, live: Live) -> None:
-    page = open_page(PHONE)
+    page = open_page("phone")
     pick_model(page, "confirm")
     send(page, "Bin the old list")
     card = page.locator(".card.confirm")
@@ -350,7 +333,7 @@ def test_a_confirmation_card_names_the_note_by_title_and_notebook(open_page: Any
 
 
 def test_one_turn_is_deleted_and_the_rest_of_the_chat_stays(open_page: Any) -> None:
-    page = open_page(PHONE)
+    page = open_page("phone")
     send(page, "First question")
     settled(page)
     send(page, "Second question")
@@ -371,7 +354,7 @@ def test_one_turn_is_deleted_and_the_rest_of_the_chat_stays(open_page: Any) -> N
 
 
 def test_streamed_markup_is_sanitised_while_it_streams_and_after(open_page: Any) -> None:
-    page = open_page(DESKTOP)
+    page = open_page("desktop")
     pick_model(page, "unsafe")
     send(page, "Show me markup")
     streaming = page.locator(".msg.assistant .bubble.streaming")
@@ -385,8 +368,8 @@ def test_streamed_markup_is_sanitised_while_it_streams_and_after(open_page: Any)
     assert page.evaluate("window.__owned") is None
 
 
-@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
-def test_the_chat_follows_the_dark_theme(open_page: Any, viewport: dict[str, int]) -> None:
+@pytest.mark.parametrize("viewport", ["desktop", "phone"], ids=["1280x800", "390x844"])
+def test_the_chat_follows_the_dark_theme(open_page: Any, viewport: str) -> None:
     page = open_page(viewport, color_scheme="dark")
     send(page, "Dark question")
     settled(page)
