@@ -335,6 +335,60 @@ async def test_the_get_stream_carries_list_changed_and_cancelled_calls_stop(
             assert done[0].status_code == 202 and done[0].content == b""  # a cancelled request gets no answer
 
 
+async def _numbered(lines: AsyncIterator[str]) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+    """The ``(id, message)`` pairs of an event stream whose events carry ids."""
+    event_id: int | None = None
+    async for line in lines:
+        if line.startswith("id:"):
+            event_id = int(line[3:])
+        elif line.startswith("data:"):
+            assert event_id is not None, "an event of the session's stream without an id"
+            yield event_id, json.loads(line[5:])
+            event_id = None
+
+
+@pytest.mark.anyio
+async def test_a_lost_stream_opened_again_with_last_event_id_gets_what_followed(app: App, live: LiveServer) -> None:
+    changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+    async def toggle(on: bool) -> None:
+        await anyio.to_thread.run_sync(app.registry.set_enabled, app.workspace, "create_note", on)
+
+    async with _http(live) as http:
+        sid = await _initialize(http, live.mcp_url)
+        seen: list[tuple[int, dict[str, Any]]] = []
+        with anyio.fail_after(WAIT):
+            async with http.stream("GET", live.mcp_url, headers=_session(sid)) as stream:
+                events = _numbered(stream.aiter_lines())
+                for on in (True, False):  # one change at a time: each is its own notification
+                    await toggle(on)
+                    seen.append(await events.__anext__())
+        assert [m for _, m in seen] == [changed, changed]
+        first, second = seen[0][0], seen[1][0]
+        assert second > first
+        # The client lost the stream after the first event (it says so): the second comes
+        # again, with its id, ahead of anything new.
+        with anyio.fail_after(WAIT):
+            async with http.stream("GET", live.mcp_url,
+                                   headers={**_session(sid), "Last-Event-ID": str(first)}) as stream:
+                events = _numbered(stream.aiter_lines())
+                assert await events.__anext__() == (second, changed)
+                await toggle(True)
+                third = await events.__anext__()
+        assert third[1] == changed and third[0] > second
+        # Opened again without Last-Event-ID (or with one that is not ours): nothing again.
+        for header in ({}, {"Last-Event-ID": "not-a-number"}):
+            with anyio.fail_after(WAIT):
+                async with http.stream("GET", live.mcp_url, headers={**_session(sid), **header}) as stream:
+                    events = _numbered(stream.aiter_lines())
+                    await toggle(False)
+                    got = await events.__anext__()
+                    await toggle(True)
+                    got_next = await events.__anext__()
+            assert got[0] > third[0] and got_next[0] > got[0]
+            third = got_next
+
+
 @pytest.mark.anyio
 async def test_mcp_method_and_name_headers_are_checked_against_the_body(live: LiveServer) -> None:
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_tags", "arguments": {}}}

@@ -598,8 +598,8 @@ class McpServer:
         try:
             await call.emit({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                              "params": {"notifications": honored, "_meta": meta}})
-            while (message := await stream.outbox.get()) is not None:
-                await call.emit(message)
+            while (item := await stream.outbox.get()) is not None:
+                await call.emit(item[1])
         finally:
             self.sessions.detach(stream)
             stream.close()

@@ -60,25 +60,43 @@ def level_allows(threshold: str, level: str) -> bool:
 
 
 class Outbox:
-    """Messages waiting for a session's stream (HTTP ``GET``), at most :data:`OUTBOX_SIZE`."""
+    """Messages waiting for a session's stream (HTTP ``GET``), at most :data:`OUTBOX_SIZE`.
+
+    Each message gets the next event id of the session (``id:`` on the stream). The last
+    :data:`OUTBOX_SIZE` messages handed to a stream are kept, so that a client that lost its
+    stream and opens it again with ``Last-Event-ID`` gets again what it may not have received
+    (:meth:`resume_after`)."""
 
     def __init__(self) -> None:
-        self._items: deque[dict[str, Any]] = deque(maxlen=OUTBOX_SIZE)
+        self._items: deque[tuple[int, dict[str, Any]]] = deque(maxlen=OUTBOX_SIZE)
+        self._sent: deque[tuple[int, dict[str, Any]]] = deque(maxlen=OUTBOX_SIZE)
+        self._ids = itertools.count(1)
         self._ready = anyio.Event()
         self.closed = False
 
     async def put(self, message: dict[str, Any]) -> None:
-        self._items.append(message)
+        self._items.append((next(self._ids), message))
         self._ready.set()
 
-    async def get(self) -> dict[str, Any] | None:
-        """The next message, waiting for one; ``None`` once the outbox is closed."""
+    async def get(self) -> tuple[int, dict[str, Any]] | None:
+        """The next message and its event id, waiting for one; ``None`` once the outbox is closed."""
         while not self._items:
             if self.closed:
                 return None
             await self._ready.wait()
             self._ready = anyio.Event()
-        return self._items.popleft()
+        item = self._items.popleft()
+        self._sent.append(item)
+        return item
+
+    def resume_after(self, last_id: int) -> None:
+        """Queue again, ahead of the rest, the messages sent after event ``last_id`` (of those
+        still kept: the stream was lost, and they may have been lost with it)."""
+        again = [item for item in self._sent if item[0] > last_id]
+        self._sent = deque((item for item in self._sent if item[0] <= last_id), maxlen=OUTBOX_SIZE)
+        self._items = deque([*again, *self._items], maxlen=OUTBOX_SIZE)
+        if again:
+            self._ready.set()
 
     def close(self) -> None:
         self.closed = True

@@ -14,7 +14,9 @@ one that sends nothing is still plain JSON (the choice is made when the first me
 or the answer is ready). A POST holding the client's response to such a request is
 handed to the request waiting for it (202). ``GET`` with a session id opens the
 session's own event stream (notifications not tied to a request: tools/list_changed,
-resources/updated); ``DELETE`` ends the session.
+resources/updated), each event with an id; opened again with ``Last-Event-ID``, it first
+sends again what followed that event (the last 256 kept), which the lost stream may not
+have delivered. ``DELETE`` ends the session.
 
 Sessions live in the process that made them. With ``serve --workers N`` each worker
 listens on its own socket and the kernel spreads *connections* over them, so a client
@@ -120,7 +122,7 @@ def install(api: FastAPI, app: App) -> None:
                 return _error(406, INVALID_REQUEST, "Not Acceptable: the Accept header must allow text/event-stream")
             if session.streaming:
                 return _error(409, INVALID_REQUEST, "Conflict: this session's event stream is already open")
-            return SessionStream(session)
+            return SessionStream(session, _last_event_id(request.headers.get("last-event-id")))
         ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if ctype != "application/json":
             return _error(415, INVALID_REQUEST, "Unsupported Media Type: send Content-Type: application/json")
@@ -227,8 +229,9 @@ def _routing_mismatch(message: Any, headers: dict[str, str], raw: list[tuple[str
     return None
 
 
-def _sse(message: Any) -> bytes:
-    return b"event: message\r\ndata: " + Reply(message).encode() + b"\r\n\r\n"
+def _sse(message: Any, event_id: int | None = None) -> bytes:
+    head = b"" if event_id is None else b"id: %d\r\n" % event_id
+    return head + b"event: message\r\ndata: " + Reply(message).encode() + b"\r\n\r\n"
 
 
 class Answer(Response):
@@ -330,13 +333,16 @@ class SessionStream(Response):
     """A session's own event stream (``GET /mcp``): its notifications until the client
     leaves or the session ends."""
 
-    def __init__(self, session: McpSession) -> None:
+    def __init__(self, session: McpSession, last_event_id: int | None = None) -> None:
         super().__init__()
         self.session = session
+        self.last_event_id = last_event_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session = self.session
         session.streaming = True
+        if self.last_event_id is not None:  # a stream opened again: what may have been lost comes first
+            session.outbox.resume_after(self.last_event_id)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             await send({"type": "http.response.body", "body": b": stream open\r\n\r\n", "more_body": True})
@@ -344,10 +350,10 @@ class SessionStream(Response):
                 tg.start_soon(_until_disconnect, receive, tg.cancel_scope)
                 while True:
                     with anyio.move_on_after(PING_INTERVAL):
-                        message = await session.outbox.get()
-                        if message is None:
+                        item = await session.outbox.get()
+                        if item is None:
                             break  # the session ended
-                        await send({"type": "http.response.body", "body": _sse(message), "more_body": True})
+                        await send({"type": "http.response.body", "body": _sse(item[1], item[0]), "more_body": True})
                         continue
                     # Quiet for a while: a comment keeps proxies from timing the stream out.
                     await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
@@ -359,6 +365,14 @@ class SessionStream(Response):
         finally:
             session.streaming = False
             session.touch()
+
+
+def _last_event_id(value: str | None) -> int | None:
+    """The event id a client quotes to resume its session's stream (ours are whole numbers;
+    anything else resumes nothing)."""
+    if value is None or not value.strip().isdigit() or len(value.strip()) > 18:
+        return None
+    return int(value.strip())
 
 
 async def _until_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
