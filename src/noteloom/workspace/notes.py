@@ -264,7 +264,7 @@ class Notes(Notebooks):
                 # only, where joining every tagging to its note read ~80,000 rows of notes
                 # (120 ms at 100,000 notes).
                 counts: dict[str, int] = dict(
-                    c.execute(sa.select(nt.c.tag_id, sa.func.count()).group_by(nt.c.tag_id)).tuples().all()
+                    c.execute(sa.select(nt.c.tag_id, sa.func.count()).group_by(nt.c.tag_id)).all()
                 )
                 # Trash times are "now" in epoch milliseconds, so ">= 0" is "in the trash";
                 # as a range, SQLite (which keeps no statistics) reads it from the index on
@@ -274,7 +274,7 @@ class Notes(Notebooks):
                     sa.select(nt.c.tag_id, sa.func.count())
                     .where(nt.c.note_id.in_(in_trash))
                     .group_by(nt.c.tag_id)
-                ).tuples()
+                )
                 for tag_id, k in gone:
                     counts[tag_id] -= k
             else:
@@ -284,7 +284,7 @@ class Notes(Notebooks):
                         .select_from(nt.join(n, n.c.id == nt.c.note_id))
                         .where(n.c.deleted_time.is_(None), n.c.notebook_id.in_(list(notebook_ids)))
                         .group_by(nt.c.tag_id)
-                    ).tuples().all()
+                    ).all()
                 )
             rows = c.execute(sa.select(t.c.id, t.c.title).order_by(t.c.title_key)).all()
         tags = [Tag(r.id, r.title, int(counts.get(r.id, 0))) for r in rows]
