@@ -146,15 +146,16 @@ class OAuthStore:
             return None
         return Grant(row.id, row.kind, row.client_id, row.user_id, dict(row.data), row.expires_time)
 
-    def take(self, kind: GrantKind, secret: str) -> Grant | None:
+    def take(self, kind: GrantKind, secret: str, *, remember: bool = True) -> Grant | None:
         """:meth:`find`, and the grant is used up: a code is gone, a refresh token becomes
-        ``spent`` (remembered, so that using it again is seen). Of two takers at once, one gets it."""
+        ``spent`` (remembered, so that using it again is seen; ``remember=False``, a revoked
+        one, is gone). Of two takers at once, one gets it."""
         grant = self.find(kind, secret)
         if grant is None:
             return None
         g = db.oauth_grants.c
         with db.writing(self.engine, None) as conn:
-            if kind == "refresh":
+            if kind == "refresh" and remember:
                 used = conn.execute(db.oauth_grants.update().where(g.id == grant.id, g.kind == "refresh")
                                     .values(kind="spent")).rowcount
             else:

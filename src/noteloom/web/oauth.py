@@ -300,7 +300,7 @@ class Provider:
         def run() -> None:
             grant = self.store.find("refresh", token)
             if grant is not None:
-                if grant.client_id == client_id and self.store.take("refresh", token) is not None:
+                if grant.client_id == client_id and self.store.take("refresh", token, remember=False) is not None:
                     self._revoke_name(grant.data.get("token_name"), grant.user_id)
                 return
             name = self.app.workspace.token_name_of(token)
@@ -319,6 +319,8 @@ class Provider:
             return
         family = spent.data.get("family") or spent.id
         ended = self.store.end_family(family)
+        if not ended:
+            return  # that grant has already ended
         for name, user_id in ended:
             self._revoke_name(name, user_id)
         log.warning("OAuth: a used refresh token of client %s was presented again; its grant is ended (%d token(s) revoked)",
