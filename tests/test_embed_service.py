@@ -29,6 +29,7 @@ from noteloom.semantic.embed_service import (
     ServiceEndpoint,
     ServiceProcess,
 )
+from plugin_site import install_plugin
 
 TESTS = Path(__file__).resolve().parent
 
@@ -236,10 +237,7 @@ def test_an_index_opened_with_a_service_endpoint_embeds_through_it(
 
 def _install_plugin(site: Path) -> None:
     """Install this module as a noteloom plugin (an entry point), for the server's processes."""
-    info = site / "fake_embedder_plugin-0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-embedder-plugin\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[noteloom]\nfake = test_embed_service\n")
+    install_plugin(site, "test_embed_service", entry="fake", dist="fake-embedder-plugin", version="0")
 
 
 def _children(pid: int) -> list[int]:

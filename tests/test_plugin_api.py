@@ -44,13 +44,9 @@ from noteloom.tools import ToolArgumentError, ToolRegistry, call_tool
 from noteloom.web.app import create_web_app
 from noteloom.web.headers import CONTENT_SECURITY_POLICY
 from noteloom.web.plugin_routes import plugin_routes
+from plugin_site import install_plugin
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plugins"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 # -- ToolDef.from_function ---------------------------------------------------------------------
@@ -572,11 +568,7 @@ def test_pipeline_jobs_reach_the_app_by_name_and_a_broken_one_is_refused(tmp_pat
 @pytest.fixture
 def installed(tmp_path: Path) -> dict[str, str]:
     """The environment of a process in which the plugin is an installed package."""
-    site = tmp_path / "site"
-    info = site / "packing_demo-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: packing-demo\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[noteloom]\npacking_demo = one_file_plugin\n")
+    site = install_plugin(tmp_path / "site", "one_file_plugin", entry="packing_demo", dist="packing-demo", version="1.0")
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     env = {**os.environ, "NOTELOOM_HOME": str(home), "SHOUT_API_KEY": "sk-test",

@@ -25,6 +25,7 @@ from playwright.sync_api import expect
 from attachment_support import png_bytes, scanned_pdf, svg_bytes, text_pdf
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
+from plugin_site import install_plugin
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
@@ -88,13 +89,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         token = access_token(app)
     finally:
         app.close()
-    site = home / "site"
-    site.mkdir()
-    (site / "reader_model.py").write_text(PLUGIN, encoding="utf-8")
-    info = site / "reader_model-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: reader-model\nVersion: 0.1\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[noteloom]\nreader_model = reader_model\n", encoding="utf-8")
+    site = install_plugin(home / "site", "reader_model", PLUGIN)
     (home / "noteloom.toml").write_text('[providers]\ndefault = "reader"\n\n[providers.reader]\ntype = "reader"\n',
                                         encoding="utf-8")
     with served(home, pythonpath=site) as url:

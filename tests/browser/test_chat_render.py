@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
+from plugin_site import install_plugin
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
@@ -96,16 +97,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     finally:
         app.close()
 
-    site = home / "site"
-    site.mkdir()
-    (site / "render_probe.py").write_text(PLUGIN, encoding="utf-8")
+    site = install_plugin(home / "site", "render_probe", PLUGIN)
     (site / "render_probe.json").write_text(json.dumps(pictures), encoding="utf-8")
     (site / "render_probe_static" / "img").mkdir(parents=True)
     (site / "render_probe_static" / "img" / "boots.png").write_bytes(png((90, 60, 30)))
-    info = site / "render_probe-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: render-probe\nVersion: 0.1\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[noteloom]\nrender_probe = render_probe\n", encoding="utf-8")
 
     args = {"destination": "Oslo"}
     script = {"steps": [

@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
+from plugin_site import install_plugin
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
@@ -98,13 +99,7 @@ def _scripts(notes: dict[str, str]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     home = tmp_path_factory.mktemp("recipes-browser")
-    plugin = home / "plugin"
-    (plugin / f"{JOB}-0.1.dist-info").mkdir(parents=True)
-    (plugin / f"{JOB}.py").write_text(JOB_MODULE, encoding="utf-8")
-    (plugin / f"{JOB}-0.1.dist-info" / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {JOB}\nVersion: 0.1\n", encoding="utf-8")
-    (plugin / f"{JOB}-0.1.dist-info" / "entry_points.txt").write_text(
-        f"[noteloom]\n{JOB} = {JOB}\n", encoding="utf-8")
+    plugin = install_plugin(home / "plugin", JOB, JOB_MODULE)
 
     app = open_app(load_settings({"NOTELOOM_HOME": str(home)}), load_entry_points=False)
     try:

@@ -25,6 +25,7 @@ from playwright.sync_api import expect
 
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
+from plugin_site import install_plugin
 
 AXE = Path(__file__).with_name("vendor") / "axe.min.js"
 RUN_AXE = """async () => {
@@ -81,18 +82,6 @@ def register_tools(register):
 '''
 
 
-def install_plugin(home: Path) -> Path:
-    """A site directory holding the weather_probe plugin as an installed package."""
-    site = home / "site"
-    site.mkdir()
-    (site / "sidebar_probe.py").write_text(PLUGIN, encoding="utf-8")
-    info = site / "sidebar_probe-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sidebar-probe\nVersion: 0.1\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[noteloom]\nsidebar_probe = sidebar_probe\n", encoding="utf-8")
-    return site
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     home = tmp_path_factory.mktemp("sidebar")
@@ -114,7 +103,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         path.write_text(json.dumps({"steps": steps, "loop": True}), encoding="utf-8")
         tables.append(f'[providers.{name}]\ntype = "scripted"\nscript = "{path}"\nloop = true\n')
     (home / "noteloom.toml").write_text('[providers]\ndefault = "reply"\n\n' + "\n".join(tables), encoding="utf-8")
-    with served(home, pythonpath=install_plugin(home)) as url:
+    with served(home, pythonpath=install_plugin(home / "site", "sidebar_probe", PLUGIN)) as url:
         yield Live(url, token, home, notes)
 
 

@@ -15,6 +15,7 @@ from page_support import Live, served
 
 from noteloom.app import access_token, open_app
 from noteloom.config import load_settings
+from plugin_site import install_plugin
 
 NOTE = """# Packing
 
@@ -63,13 +64,7 @@ def themed_home(home: Path) -> Iterator[Live]:
         token = access_token(app)
     finally:
         app.close()
-    site = home / "site"
-    (site / "boom_probe-0.1.dist-info").mkdir(parents=True)
-    (site / "boom_probe.py").write_text(PLUGIN, encoding="utf-8")
-    (site / "boom_probe-0.1.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: boom-probe\nVersion: 0.1\n", encoding="utf-8")
-    (site / "boom_probe-0.1.dist-info" / "entry_points.txt").write_text(
-        "[noteloom]\nboom_probe = boom_probe\n", encoding="utf-8")
+    site = install_plugin(home / "site", "boom_probe", PLUGIN)
     script = home / "answer.json"
     script.write_text(json.dumps({"steps": [{"text": ANSWER}], "loop": True}), encoding="utf-8")
     (home / "noteloom.toml").write_text(
