@@ -47,6 +47,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Async tests run on asyncio, the loop noteloom serves on (anyio would otherwise try
+    every backend it finds installed)."""
+    return "asyncio"
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """A throwaway PostgreSQL cluster for the whole test session; yields a server URL

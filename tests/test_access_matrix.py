@@ -79,11 +79,6 @@ from noteloom.recipes import tables as recipe_tables
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def matrix_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One database per module and kind (the matrix's cells share its workspace)."""

@@ -20,11 +20,6 @@ from test_people_api import keys_of, world
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 MISSING = "f" * 32
 
 

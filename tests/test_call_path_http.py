@@ -22,11 +22,6 @@ PING = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"}).encode()
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def web_app(tmp_path: Path) -> Iterator[App]:
     home = tmp_path / "home"
     home.mkdir()

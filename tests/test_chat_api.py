@@ -21,11 +21,6 @@ pytestmark = pytest.mark.anyio
 BODY = "# Trip\n\nWe leave on Friday.\n\nBudget: 300 euros.\n"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @asynccontextmanager
 async def client(app: App, token: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
     token = token or access_token(app)

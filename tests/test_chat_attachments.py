@@ -42,11 +42,6 @@ BOTH = ModelCapabilities(vision=True, document=True)
 PDF_TEXT = "Quarterly figures: forty-two apples"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def model(app: App, steps: Sequence[Step], name: str = "play", caps: ModelCapabilities = BOTH,
           *, loop: bool = True) -> ScriptedProvider:
     provider = ScriptedProvider(name, list(steps), loop=loop, capabilities=caps)

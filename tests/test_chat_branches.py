@@ -19,11 +19,6 @@ from sealed_support import MARKER, PASS, models, rows_holding
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def settled(c: httpx.AsyncClient, message_id: str) -> dict[str, Any]:
     with anyio.fail_after(60):
         while True:

@@ -16,11 +16,6 @@ from noteloom.app import App
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def parked(c: httpx.AsyncClient, model: str, text: str) -> dict[str, Any]:
     r = await c.post("/api/v1/chat/send", json={"message": text, "controls": {"model": model}})
     assert r.status_code == 202, r.text

@@ -13,11 +13,6 @@ pytestmark = pytest.mark.anyio
 BODY = "# Trip\n\nWe leave on Friday.\n"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_an_edit_the_editor_applied_is_recorded_without_applying_it_again(app: App) -> None:
     note = app.workspace.create_note("Trip", BODY)
     start = BODY.index("Friday")

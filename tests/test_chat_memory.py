@@ -22,11 +22,6 @@ pytestmark = pytest.mark.anyio
 MEMORY_TOOLS = {"remember", "recall", "forget"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _remember(app: App, user_id: str, content: str, title: str, **kw: Any) -> store.Memory:
     with db.write_tx(app.engine) as c:
         return store.add(c, user_id, content, title=title, **kw)

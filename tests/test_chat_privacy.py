@@ -19,11 +19,6 @@ from noteloom.providers.scripted import ScriptedProvider
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def models(app: App) -> None:
     """``cloud:script``, a model that is not private, and ``own:script``, one that is."""
     providers = app.services["providers"]

@@ -33,11 +33,6 @@ from noteloom.runs import tables as rt
 TIMEOUT = 60.0  # a safety net only: every wait below ends on an event
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _home(tmp_path: Path, steps: Sequence[dict[str, Any]], *, name: str = "home") -> Path:
     """A workspace whose ``play`` model plays ``steps``; only a turn's owner settles it early
     (a heartbeat silent for ten minutes, far longer than any test, is the other way)."""

@@ -20,11 +20,6 @@ from noteloom.workspace import User
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _second_user(app: App) -> User:
     uid = new_id()
     with app.workspace.write() as c:

@@ -21,11 +21,6 @@ from noteloom.chat import tables as t
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def blobs(app: App) -> list[Path]:
     root = app.workspace.attachments_dir / "chat"
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []

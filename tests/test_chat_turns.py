@@ -27,11 +27,6 @@ pytestmark = pytest.mark.anyio
 NOTE_BODY = "# Trip\n\nWe leave on Friday.\nBring the tent.\n\nBudget: 300 euros.\n"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_turn_streams_stores_every_event_in_order_and_completes(any_app: App) -> None:
     app = any_app
     owner = app.workspace.ensure_owner()

@@ -17,11 +17,6 @@ from noteloom.web.app import create_web_app
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _delete_script(app: App, note_id: str) -> None:
     scripted(app, [
         {"tool_calls": [{"name": "delete_note", "arguments": {"id": note_id}}]},

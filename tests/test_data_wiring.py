@@ -34,11 +34,6 @@ workspace = ["notes", "todos", "tags"]
 """
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _open(tmp_path: Path, toml: str) -> App:
     home = tmp_path / "home"
     home.mkdir(parents=True, exist_ok=True)

@@ -53,11 +53,6 @@ class Boom:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
     a = open_app(load_settings({"NOTELOOM_HOME": str(tmp_path / "home")}), plugins=[Boom()], load_entry_points=False)
     try:

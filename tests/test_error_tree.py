@@ -46,11 +46,6 @@ SURFACES: dict[str, dict[type[BaseException], Any]] = {"web": HTTP_ERRORS, "tool
                                                        "command line": EXIT_CODES}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def the_tree() -> list[type[NoteloomError]]:
     """Every class of the tree that noteloom defines, once each module has been imported."""
     for info in pkgutil.walk_packages(noteloom.__path__, "noteloom."):

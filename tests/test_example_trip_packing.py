@@ -94,11 +94,6 @@ def plugin_module() -> ModuleType:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def app(tmp_path: Path) -> Iterator[App]:
     """An app with the example plugin registered, as its entry point registers it."""
     a = open_app(load_settings({"NOTELOOM_HOME": str(tmp_path / "home")}), plugins=[plugin_module()],

@@ -34,11 +34,6 @@ FOLDER_TOOLS = {"read_file", "list_dir"}
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @contextmanager
 def no_hang(seconds: int = 30) -> Iterator[None]:
     """A generous bound for a call that would block forever if it were wrong (a FIFO opened

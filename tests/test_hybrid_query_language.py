@@ -147,11 +147,6 @@ async def test_the_search_tools_speak_the_query_language(corpus: tuple[App, Sema
     assert "only filters" in await tool_error(app, "semantic_search_notes", {"query": "type:todo"})
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- the command line ----------------------------------------------------------------------------
 
 

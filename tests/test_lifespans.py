@@ -34,11 +34,6 @@ from noteloom.web.workers import Supervisor, Worker
 SRC = Path(noteloom.__file__).parent
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class SignallingEmbedder:
     """Hashed-word vectors; ``embedded`` is set once it has embedded a note."""
 

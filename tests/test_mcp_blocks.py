@@ -57,11 +57,6 @@ class FilesPlugin:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def files_app(tmp_path: Path) -> Iterator[App]:
     a = open_app(load_settings({"NOTELOOM_HOME": str(tmp_path / "home")}), plugins=[FilesPlugin()],
                  load_entry_points=False)

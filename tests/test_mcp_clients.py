@@ -33,11 +33,6 @@ BODY = "Intro\n\n# Setup\nInstall the thing.\n\n## Linux\napt-get install thing\
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def note(app: App) -> Note:
     return app.workspace.create_note("Manual", BODY, tags=["docs"])
 

@@ -37,11 +37,6 @@ PAIRS = [(c.name, t) for c in CLIENTS for t in c.transports]
 FENCES = {"json": "json", "sh": "sh", "text": "text"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("clients") / "my notes"

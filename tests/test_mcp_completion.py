@@ -17,11 +17,6 @@ from test_mcp_prompts import Peer, make_world, scoped
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def world(app: App) -> dict[str, Any]:
     return make_world(app)
 

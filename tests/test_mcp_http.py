@@ -27,11 +27,6 @@ HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class BoomPlugin:
     """A third-party plugin: one tool that fails as expected, one that has a bug."""
 

@@ -36,11 +36,6 @@ pytestmark = pytest.mark.anyio
 NOT_CALLED = {"run_recipe", "import_notes", "export_notes", "reindex"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class PlainPlugin:
     """A plugin tool that declares no output schema (the documented rule: MCP lists none), and
     one made from a function that returns ``str`` (the text schema, from the annotation)."""

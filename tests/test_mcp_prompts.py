@@ -30,11 +30,6 @@ DAY = 86_400_000
 BUILT_IN = ["weekly_review", "summarize", "related_notes", "note_to_todos", "draft_reply"]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def docs_example_plugin() -> Any:
     """The prompts plugin docs/plugins.md shows (the conformance suite's prompts), as a module."""
     doc = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")

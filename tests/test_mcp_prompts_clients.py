@@ -31,11 +31,6 @@ from test_mcp_prompts import BUILT_IN, docs_example_plugin, make_world
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def world(app: App) -> dict[str, Any]:
     return make_world(app)
 

@@ -33,11 +33,6 @@ from noteloom.workspace import User
 PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAIAAAUAAeIhvDMAAAAASUVORK5CYII=")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Peer(InProcess):
     """One client connection: a session whose notifications are kept, and requests on it."""
 

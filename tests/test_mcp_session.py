@@ -49,11 +49,6 @@ CLIENT_INFO = {"name": "raw", "version": "1"}
 ASK_SCHEMA = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Probe:
     """A tool that talks to its client through ``ctx.client``: logs at two levels, reports
     progress, and (``ask``) asks the user, or (``hang``) waits until cancelled."""

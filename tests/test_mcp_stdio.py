@@ -18,11 +18,6 @@ from noteloom.plugins import hookimpl
 from noteloom.tools import ToolDef
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Waiting:
     """A tool that runs until it is cancelled, and remembers that it was."""
 

@@ -32,11 +32,6 @@ VERSION = "2025-11-25"
 WAIT = 60  # seconds: a bound for a hung server only; nothing waits a fixed time
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def write_folder(root: Path, notes: int, name: str = "Trip") -> Path:
     """A Markdown folder of ``notes`` notes, one sub-folder deep."""
     folder = root / name

@@ -32,11 +32,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def roots(tmp_path: Path) -> Path:
     inbox = tmp_path / "inbox"
     inbox.mkdir()

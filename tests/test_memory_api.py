@@ -19,11 +19,6 @@ pytestmark = pytest.mark.anyio
 BASE = "/api/v1/memory"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_add_list_search_change_and_delete(any_app: App) -> None:
     async with client(any_app) as c:
         r = await c.post(BASE, json={"content": "Allergic to shellfish", "tags": ["health"]})

@@ -21,11 +21,6 @@ from test_memory_api import client, second_user
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _memory(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(cli, ["memory", *args])
     return result.exit_code, result.stdout, result.stderr

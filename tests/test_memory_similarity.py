@@ -39,11 +39,6 @@ CONCEPTS = {
 NOISE = 8
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class ConceptEmbedder:
     """Words of one concept share a dimension, other words are hashed into a few faint ones:
     "prawn" is close to "shellfish" with no word in common. ``gate`` holds document

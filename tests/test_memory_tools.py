@@ -25,11 +25,6 @@ pytestmark = pytest.mark.anyio
 ORIGIN = CallOrigin(conversation_id="c" * 32, message_id="m" * 32)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def person(app: App, name: str) -> User:
     uid = new_id()
     with db.write_tx(app.engine) as c:

@@ -19,11 +19,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def small(tmp_path: Path) -> Iterator[App]:
     a = app_with(tmp_path / "home", "[attachments]\nmax_mb = 0.5\n")
     try:

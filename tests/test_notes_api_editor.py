@@ -14,11 +14,6 @@ pytestmark = pytest.mark.anyio
 MISSING = "e" * 32
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_patch_sets_tags_and_to_do_fields_and_keeps_the_version_guard(any_app: App) -> None:
     app = any_app
     note = app.workspace.create_note("Packing", "tent", tags=["trip", "old"])

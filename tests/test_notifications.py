@@ -31,11 +31,6 @@ from noteloom.plugins import Notification, hookimpl, notification_channels, plug
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Receiver:
     """A webhook receiver on loopback. It checks each request's signature with ``secret``

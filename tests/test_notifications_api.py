@@ -19,11 +19,6 @@ from noteloom.web.app import create_web_app
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @asynccontextmanager
 async def client(app: App) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=create_web_app(app))

@@ -43,11 +43,6 @@ REDIRECT = "http://127.0.0.1:7/callback"  # never opened: the test plays the bro
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def oauth_app(tmp_path: Path) -> Iterator[App]:
     app = app_with(tmp_path / "home", '[mcp]\noauth = true\n\n[outbound]\nallow = ["127.0.0.1"]\n')
     ws = app.workspace

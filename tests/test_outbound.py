@@ -41,11 +41,6 @@ from noteloom.outbound import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Seen:
     method: str

@@ -17,11 +17,6 @@ from noteloom.tools import ToolError
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def people(app: App) -> tuple[User, User, User, User]:
     ws = app.workspace
     owner = ws.ensure_owner("olga")

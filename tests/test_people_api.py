@@ -25,11 +25,6 @@ from test_embed_index import FakeEmbedder
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 MISSING = "f" * 32
 
 

@@ -13,11 +13,6 @@ from noteloom.providers.scripted import ScriptedProvider
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_member_chats_beside_a_shared_note_but_never_beside_someone_elses(any_app: App) -> None:
     ws = any_app.workspace
     owner = ws.ensure_owner()

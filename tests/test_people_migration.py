@@ -18,11 +18,6 @@ from noteloom.search import search_notes
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _upgrade_to(url: str, target: str) -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(db.__file__).with_name("migrations")))

@@ -28,11 +28,6 @@ ANN_PASSWORD = "ann's long password"
 ADA_PASSWORD = "ada's long password"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0

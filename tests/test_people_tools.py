@@ -44,11 +44,6 @@ KINDS = ("mine", "read", "write", "foreign")
 WRITE_TOOLS = ("create_note", "update_note", "delete_note", "manage_tags", "create_notebook", "restore_note")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class World:
     app: App

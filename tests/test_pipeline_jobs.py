@@ -35,11 +35,6 @@ from noteloom.workspace.model import ms_of
 T0 = 1_700_000_000_000  # a fixed "long ago", so the order of notes is the test's, not the clock's
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Log:
     """The processing log of one recipe, as a set; counts how many keys each lookup asked about."""
 

@@ -19,11 +19,6 @@ pytestmark = pytest.mark.anyio
 BASE = "/api/v1/recipes"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def sse(text: str) -> list[tuple[int, str, dict[str, Any]]]:
     out = []
     for block in text.replace("\r\n", "\n").split("\n\n"):

@@ -16,11 +16,6 @@ from recipe_support import running, scripted, service
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _seen(app: App) -> list[Any]:
     requests: list[Any] = []
 

@@ -21,11 +21,6 @@ from noteloom.web.render import _ALLOWED_TAGS, _ATTRIBUTES, render_markdown, tog
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_gfm_tables_strikethrough_and_code_blocks() -> None:
     html = render_markdown("| a | b |\n|---|---|\n| 1 | ~~two~~ |\n\n```python\nprint('<x>')\n```\n\n~~~\nplain\n~~~\n")
     assert "<table>" in html and "<th>a</th>" in html and "<td><s>two</s></td>" in html

@@ -37,11 +37,6 @@ QUICK = RunSettings(cancel_poll=0.02, heartbeat=60.0, stale_after=600.0)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def engine(database_url: str) -> Iterator[Engine]:
     e = db.create_db_engine(database_url)
     db.migrate(e)

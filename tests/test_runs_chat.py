@@ -19,11 +19,6 @@ from noteloom.runs.store import CallStart
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def run_of(app: App, message_id: str) -> store.Run:
     with app.workspace.read() as c:
         run = store.get(c, message_id)

@@ -23,11 +23,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def second(any_app: App) -> Iterator[App]:
     """Another app on the same database and data directory: another worker."""
     other = open_app(any_app.settings, load_entry_points=False)

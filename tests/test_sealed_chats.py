@@ -24,11 +24,6 @@ from sealed_support import MARKER, collect, files_holding, models, rows_holding,
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def steps() -> list[Step]:
     """A turn that calls a tool with the marker (held for a decision), then answers with it."""
     return [

@@ -20,11 +20,6 @@ from sealed_support import MARKER, files_holding, models, rows_holding, settle, 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def chatty() -> list[Step]:
     """A turn that streams the marker in pieces, calls a tool with it, and fails on a second call."""
     return [

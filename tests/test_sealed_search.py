@@ -24,11 +24,6 @@ from sealed_support import PASS, models, settle, vault_keys
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def two_chats(chat: ChatService, owner: User, keys: Keys) -> tuple[str, str]:
     """A standard and a private chat, both about herons."""
     plain = await chat.send(owner, "Herons by the lake", controls={"model": "own:script"})

@@ -26,11 +26,6 @@ PESTO = "Pesto: blend basil, more basil, pine nuts and parmesan. Stop the blende
 TRAIN = "We took the train from Porto to Lisbon and stayed in a hotel by the river."
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def with_index(app: App) -> SemanticIndex:
     """Give ``app`` a semantic index on the model loaded once per test process."""
     index = SemanticIndex(app.engine, local_model())

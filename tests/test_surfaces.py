@@ -48,11 +48,6 @@ DENIED = denied("delete_note")
 TIMEOUT = 120  # a safety net for a loaded machine, never a pace
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class World:
     template: Path

@@ -221,11 +221,6 @@ async def test_a_clipped_note_is_fenced_with_the_nonce_the_contract_names(app: A
     assert len(fenced) == 1 and named == set(fenced)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- start-up, errors, the serving port (real processes) -----------------------------------------
 
 PROBE = """

@@ -20,11 +20,6 @@ from test_browse_api import client, ok
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def titles(app: App, q: str) -> list[str]:
     async with client(app) as c:
         return [n["title"] for n in (await ok(c, "GET", "/api/v1/browse/titles", params={"q": q}))["notes"]]

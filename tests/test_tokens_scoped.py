@@ -40,11 +40,6 @@ from noteloom.workspace import Workspace
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def expire(ws: Workspace, token: str) -> None:
     """Move a token's expiry into the past (no test waits for a clock)."""
     with ws.engine.begin() as c:

@@ -33,11 +33,6 @@ from noteloom.workspace import Notebook
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"], "additionalProperties": False}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def _echo(ctx: Any, args: dict[str, Any]) -> Any:
     return {"n": args["n"]}
 

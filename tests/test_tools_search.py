@@ -14,11 +14,6 @@ from test_tools_workspace import call, payload, tool_error
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def random_markdown(rng: random.Random) -> str:
     """A body with nested ATX and setext headings, words scattered in every section."""
     lines: list[str] = []

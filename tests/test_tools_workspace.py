@@ -13,11 +13,6 @@ from noteloom.tools import SCOPE_KEY, ToolArgumentError, ToolError, ToolResult, 
 from noteloom.workspace import Note
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def call(app: App, name: str, args: dict[str, Any], *, enable: bool = True) -> ToolResult:
     """Call a tool as MCP would; every answer is checked against the tool's output schema."""
     if enable:

@@ -37,11 +37,6 @@ PAST_9999 = "9999-12-31T23:59:59-12:00"  # 10000-01-01T11:59:59Z
 TOO_BIG = 2**63
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Echo:
     """A plugin tool that hands back its text with a lone surrogate and a NaN added, as a
     buggy plugin (or a row written by another program) might."""

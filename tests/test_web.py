@@ -18,11 +18,6 @@ def client(app: App) -> httpx.Client:
     return httpx.Client(transport=httpx.ASGITransport(app=create_web_app(app)), base_url="http://testserver")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def _get(app: App, path: str, **kw: object) -> httpx.Response:
     transport = httpx.ASGITransport(app=create_web_app(app))
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:

@@ -29,11 +29,6 @@ SECRET = "Zebra-Secret-4711"
 HEX = "0123456789abcdef" * 2
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @asynccontextmanager
 async def client(app: App) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=create_web_app(app))

@@ -32,11 +32,6 @@ pytestmark = pytest.mark.anyio
 WEB_TOOLS = ("fetch_url", "web_search", "clip_url")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- pages ------------------------------------------------------------------------------------------
 
 ARTICLE = """<!doctype html>
